@@ -1,0 +1,212 @@
+"""Experiment configuration: dataclasses, `--set` overrides and JSON files.
+
+An experiment is a registered model name plus three sections, each a
+dataclass: `model` (the model's own config class, defaults = its paper),
+`train` (`TrainConfig`) and `data` (`DataConfig`). Overrides address fields
+as `section.field=value` (e.g. `train.epochs=2`, `model.embed_dim=512`). The
+final configuration is written as `config.json` in the model directory, so
+evaluation and export rebuild the model without the original command line.
+"""
+
+import dataclasses
+import json
+import os
+import typing
+from pathlib import Path
+
+from data.errors import InputError
+
+EMBEDDED_DATA = str(Path(__file__).resolve().parent / "data" / "f8k_precomp")
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """How a model is trained; each model's paper preset sets its own values.
+
+    Attributes:
+      optimizer: "adam", "rmsprop" or "sgd".
+      learning_rate: initial learning rate.
+      batch_size: global batch size (split over the replicas).
+      epochs: maximum number of epochs.
+      lr_decay_epochs: step decay; the learning rate is multiplied by
+        `lr_decay_factor` at the start of each listed epoch (0-based).
+      lr_decay_factor: factor of the step decay and of reduce-on-plateau.
+      plateau_patience: reduce-on-plateau; after this many validations without
+        a new best dev rsum the learning rate is multiplied by
+        `lr_decay_factor` (0 = off).
+      grad_clip_norm: clip gradients to this global norm (None = off).
+      validate_every: also validate on dev every this many steps (0 = only at
+        the end of each epoch). A checkpoint is written at every validation.
+      early_stopping_patience: stop after this many validations without a new
+        best dev rsum (0 = off).
+      sampling: "all_captions" (every caption once per epoch) or
+        "one_caption_per_image" (each image once, with one random caption).
+      bucket_by_length: group captions of similar length into batches.
+      seed: seeds initialisation and the data order.
+      max_train_images: train on the first N training images only (smoke
+        tests; None = all).
+      log_every: write the training loss to TensorBoard every this many steps.
+    """
+
+    optimizer: str = "adam"
+    learning_rate: float = 2e-4
+    batch_size: int = 128
+    epochs: int = 30
+    lr_decay_epochs: tuple[int, ...] = ()
+    lr_decay_factor: float = 0.1
+    plateau_patience: int = 0
+    grad_clip_norm: float | None = 2.0
+    validate_every: int = 0
+    early_stopping_patience: int = 0
+    sampling: str = "all_captions"
+    bucket_by_length: bool = False
+    seed: int = 0
+    max_train_images: int | None = None
+    log_every: int = 20
+
+    def __post_init__(self):
+        _check_choice("train.optimizer", self.optimizer, ("adam", "rmsprop", "sgd"))
+        _check_choice(
+            "train.sampling", self.sampling, ("all_captions", "one_caption_per_image")
+        )
+        if self.batch_size < 2:
+            raise InputError("train.batch_size must be at least 2 (negatives come from the batch)")
+
+
+@dataclasses.dataclass
+class DataConfig:
+    """Where the data is.
+
+    Attributes:
+      path: a folder in the VSE++ precomp layout; defaults to the embedded
+        Flickr8k features.
+      image_features: which `{split}_<name>.npy` holds the image features.
+      dev_split / test_split: the splits used for model selection and for
+        the final report.
+    """
+
+    path: str = EMBEDDED_DATA
+    image_features: str = "ims"
+    dev_split: str = "dev"
+    test_split: str = "test"
+
+
+@dataclasses.dataclass
+class ExperimentConfig:
+    model_name: str
+    preset: str
+    model: typing.Any
+    train: TrainConfig
+    data: DataConfig
+    # The image feature size of the training data (set by the trainer).
+    image_dim: int | None = None
+
+    def to_json(self):
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+
+def _check_choice(name, value, choices):
+    if value not in choices:
+        raise InputError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+
+
+def apply_overrides(config, overrides):
+    """Returns a copy of `config` with `section.field=value` strings applied.
+
+    Values are parsed as JSON when they parse (numbers, true/false, null,
+    lists), else taken as strings, then checked against the field's type.
+    """
+    sections = {
+        name: dataclasses.asdict(getattr(config, name))
+        for name in ("model", "train", "data")
+    }
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        section, _, field = key.strip().partition(".")
+        if not sep or section not in sections or field not in sections[section]:
+            valid = ", ".join(
+                f"{s}.{f}" for s, fields in sections.items() for f in fields
+            )
+            raise InputError(f"--set {item!r}: unknown key; valid keys: {valid}")
+        sections[section][field] = _parse_value(raw.strip())
+    return _rebuild(config, sections)
+
+
+def _parse_value(raw):
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def _rebuild(config, sections):
+    classes = {
+        "model": type(config.model),
+        "train": TrainConfig,
+        "data": DataConfig,
+    }
+    built = {}
+    for name, values in sections.items():
+        cls = classes[name]
+        hints = typing.get_type_hints(cls)
+        checked = {
+            field: _coerce(f"{name}.{field}", value, hints[field])
+            for field, value in values.items()
+        }
+        try:
+            built[name] = cls(**checked)
+        except (TypeError, ValueError) as error:
+            raise InputError(f"{name} config: {error}") from None
+    return dataclasses.replace(config, **built)
+
+
+def _coerce(name, value, hint):
+    """Checks `value` against a simple type hint, converting where lossless."""
+    args = typing.get_args(hint)
+    if value is None:
+        if type(None) in args:
+            return None
+        raise InputError(f"{name} cannot be null")
+    if args and type(None) in args:
+        hint = next(a for a in args if a is not type(None))
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            value = [value]
+        return tuple(_coerce(name, v, typing.get_args(hint)[0]) for v in value)
+    if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if hint is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
+        raise InputError(f"{name} must be of type {hint.__name__}; got {value!r}")
+    return value
+
+
+def write_json_atomically(path, text):
+    """Writes `text` to `path` via a temporary file and a rename."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def load_experiment(model_dir, registry):
+    """Reads `<model_dir>/config.json` back into an `ExperimentConfig`."""
+    path = Path(model_dir) / "config.json"
+    try:
+        raw = json.loads(path.read_text())
+        spec = registry.get(raw["model_name"])
+        config = ExperimentConfig(
+            model_name=raw["model_name"],
+            preset=raw["preset"],
+            model=spec.config_class(),
+            train=TrainConfig(),
+            data=DataConfig(),
+        )
+    except FileNotFoundError:
+        raise InputError(f"{path}: no config.json; is this a model directory written by train.py?") from None
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as error:
+        raise InputError(f"{path}: unreadable model config ({error})") from None
+    sections = {name: raw.get(name, {}) for name in ("model", "train", "data")}
+    return dataclasses.replace(_rebuild(config, sections), image_dim=raw.get("image_dim"))

@@ -1,0 +1,138 @@
+"""Evaluates a trained model or an exported SavedModel on a data split.
+
+    python evaluate.py --model-dir DIR [--split test] [--protocol full]
+    python evaluate.py --saved-model DIR/saved_model [--data DIR]
+
+Both paths run the same protocol: encode every image and every caption once,
+then score them block by block (so a 5K x 25K evaluation needs memory for
+one block of similarities, not the whole matrix) and rank.
+
+Protocols:
+  full     the whole split (Flickr8k/30k's 1K test; COCO's 5K test).
+  5fold1k  COCO's 1K protocol: the split cut into folds of 1000 images,
+           metrics averaged over the folds.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import metrics
+from data.errors import InputError
+
+PROTOCOLS = ("full", "5fold1k")
+FOLD_IMAGES = 1000
+IMAGE_BLOCK = 512
+CAPTION_BLOCK = 2048
+
+
+def rank_all(similarity, image_encodings, text_encodings, caption_image):
+    """Both directions' ranks, scoring one block of rows/columns at a time.
+
+    Args:
+      similarity: `(image_encodings, text_encodings) -> [n_i, n_t]` array.
+      image_encodings, text_encodings: encodings of a whole split (or fold).
+      caption_image: int [n_captions].
+    """
+    n_images, n_captions = len(image_encodings), len(text_encodings)
+    i2t = [
+        metrics.image_annotation_ranks(
+            np.asarray(similarity(image_encodings[a : a + IMAGE_BLOCK], text_encodings)),
+            caption_image,
+            np.arange(a, min(a + IMAGE_BLOCK, n_images)),
+        )
+        for a in range(0, n_images, IMAGE_BLOCK)
+    ]
+    t2i = [
+        metrics.image_retrieval_ranks(
+            np.asarray(similarity(image_encodings, text_encodings[a : a + CAPTION_BLOCK])),
+            caption_image[a : a + CAPTION_BLOCK],
+        )
+        for a in range(0, n_captions, CAPTION_BLOCK)
+    ]
+    return np.concatenate(i2t), np.concatenate(t2i)
+
+
+def evaluate_encodings(similarity, image_encodings, text_encodings, caption_image, protocol="full"):
+    """The metric dictionary of encoded images and captions under a protocol."""
+    caption_image = np.asarray(caption_image)
+    if protocol == "full":
+        return metrics.metrics_from_ranks(
+            *rank_all(similarity, image_encodings, text_encodings, caption_image)
+        )
+    if protocol != "5fold1k":
+        raise InputError(f"--protocol {protocol!r}: choose one of {', '.join(PROTOCOLS)}")
+    n_images = len(image_encodings)
+    if n_images < 2 * FOLD_IMAGES or n_images % FOLD_IMAGES:
+        raise InputError(
+            f"--protocol 5fold1k needs a multiple of {FOLD_IMAGES} images (at least two folds); the split has {n_images}"
+        )
+    results = []
+    for start in range(0, n_images, FOLD_IMAGES):
+        in_fold = (caption_image >= start) & (caption_image < start + FOLD_IMAGES)
+        ranks = rank_all(
+            similarity,
+            image_encodings[start : start + FOLD_IMAGES],
+            text_encodings[in_fold],
+            caption_image[in_fold] - start,
+        )
+        results.append(metrics.metrics_from_ranks(*ranks))
+    return metrics.average_metrics(results)
+
+
+def format_table(result):
+    """A two-row text table of the metrics, as the papers print them."""
+    header = f"{'':6}{'R@1':>8}{'R@5':>8}{'R@10':>8}{'medr':>8}{'meanr':>8}"
+    rows = [header]
+    for direction, label in (("i2t", "i2t"), ("t2i", "t2i")):
+        values = "".join(
+            f"{result[f'{direction}_{name}']:8.1f}" for name in ("r1", "r5", "r10", "medr", "meanr")
+        )
+        rows.append(f"{label:6}{values}")
+    rows.append(f"rsum {result['rsum']:.1f}")
+    return "\n".join(rows)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model-dir", help="a directory written by train.py (uses its best checkpoint)")
+    source.add_argument("--saved-model", help="a SavedModel exported by train.py")
+    parser.add_argument("--data", help="precomp data folder (default: the model's training data, else the embedded Flickr8k)")
+    parser.add_argument("--image-features", help="which {split}_<name>.npy holds the image features (default: the model's)")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--protocol", default="full", choices=PROTOCOLS)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--json", help="also write the metrics to this JSON file")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import inference  # Imported here: it loads TensorFlow.
+
+    try:
+        if args.model_dir:
+            scorer = inference.CheckpointScorer.from_model_dir(args.model_dir)
+        else:
+            scorer = inference.SavedModelScorer(args.saved_model)
+        data_root = args.data or scorer.data_path
+        image_features = args.image_features or scorer.image_features
+        result = inference.evaluate_split(
+            scorer, data_root, args.split, image_features, args.protocol, args.batch_size
+        )
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"{args.split} split, protocol {args.protocol}:")
+    print(format_table(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Image-sentence retrieval metrics: pure NumPy functions of similarity scores.
+
+Conventions (those of VSE++ `evaluation.py` and every paper of the zoo):
+- `sims[i, j]` is the similarity of image `i` and caption `j`; higher is better.
+- `caption_image[j]` is the image that caption `j` describes.
+- Ranks are 1-based. Ties are broken pessimistically: an item scoring exactly
+  as high as the correct one counts as ranked above it, so a model that gives
+  every pair the same score gets the worst rank, not the best.
+
+Image annotation (image -> text, "i2t"): an image's rank is the best rank of
+any of its captions among all captions. Image retrieval (text -> image, "t2i"):
+a caption's rank is the rank of its image among all images.
+"""
+
+import numpy as np
+
+RECALL_LEVELS = (1, 5, 10)
+METRIC_NAMES = tuple(
+    f"{direction}_{name}"
+    for direction in ("i2t", "t2i")
+    for name in ("r1", "r5", "r10", "medr", "meanr")
+) + ("rsum",)
+
+
+def image_annotation_ranks(sims, caption_image, image_index=None):
+    """Ranks of the best-ranked true caption of each image (i2t).
+
+    Args:
+      sims: float [n_rows, n_captions], rows are images, over all captions.
+      caption_image: int [n_captions], image of each caption.
+      image_index: int [n_rows], which image each row is; defaults to
+        `arange(n_rows)`. Lets callers rank a block of images at a time.
+
+    Returns:
+      int64 [n_rows], 1-based ranks.
+    """
+    sims = np.asarray(sims)
+    caption_image = np.asarray(caption_image)
+    if image_index is None:
+        image_index = np.arange(sims.shape[0])
+    is_true = caption_image[None, :] == np.asarray(image_index)[:, None]
+    best_true = np.max(np.where(is_true, sims, -np.inf), axis=1)
+    if np.isneginf(best_true).any():
+        raise ValueError("an image has no caption in `caption_image`")
+    outranking = (sims >= best_true[:, None]) & ~is_true
+    return 1 + outranking.sum(axis=1).astype(np.int64)
+
+
+def image_retrieval_ranks(sims, caption_image):
+    """Rank of the true image of each caption (t2i).
+
+    Args:
+      sims: float [n_images, n_columns], over all images; the columns may be
+        any block of captions.
+      caption_image: int [n_columns], image of each column's caption.
+
+    Returns:
+      int64 [n_columns], 1-based ranks.
+    """
+    sims = np.asarray(sims)
+    columns = np.arange(sims.shape[1])
+    true_score = sims[np.asarray(caption_image), columns]
+    outranking = sims >= true_score[None, :]
+    # The true image itself satisfies ">=" and supplies the 1 of the rank.
+    return outranking.sum(axis=0).astype(np.int64)
+
+
+def rank_summary(ranks):
+    """R@1, R@5, R@10 (in %), median rank and mean rank of 1-based ranks."""
+    ranks = np.asarray(ranks)
+    summary = {f"r{k}": 100.0 * float(np.mean(ranks <= k)) for k in RECALL_LEVELS}
+    # VSE++ reports floor(median(0-based ranks)) + 1.
+    summary["medr"] = float(np.floor(np.median(ranks - 1)) + 1)
+    summary["meanr"] = float(np.mean(ranks))
+    return summary
+
+
+def metrics_from_ranks(i2t_ranks, t2i_ranks):
+    """The zoo's metric dictionary (`METRIC_NAMES`) from both directions' ranks."""
+    result = {}
+    for direction, ranks in (("i2t", i2t_ranks), ("t2i", t2i_ranks)):
+        for name, value in rank_summary(ranks).items():
+            result[f"{direction}_{name}"] = value
+    result["rsum"] = sum(
+        result[f"{d}_r{k}"] for d in ("i2t", "t2i") for k in RECALL_LEVELS
+    )
+    return result
+
+
+def retrieval_metrics(sims, caption_image):
+    """All metrics of a full similarity matrix [n_images, n_captions]."""
+    return metrics_from_ranks(
+        image_annotation_ranks(sims, caption_image),
+        image_retrieval_ranks(sims, caption_image),
+    )
+
+
+def average_metrics(results):
+    """Mean of several metric dictionaries (COCO's 5-fold 1K protocol)."""
+    return {name: float(np.mean([r[name] for r in results])) for name in results[0]}

@@ -1,0 +1,63 @@
+"""The interface every model of the zoo implements."""
+
+import keras
+from keras import ops
+
+
+class RetrievalModel(keras.Model):
+    """An image-sentence retrieval model, as the trainer, evaluation and
+    export see it.
+
+    Text goes in as raw strings through `vectorizer` (a `TextVectorizer`
+    holding the vocabulary and the in-graph tokenizer), so training, the
+    checkpoint and the SavedModel all tokenise the same way. Scoring is split
+    into an encoding of each side and a `similarity` of the encodings, so
+    evaluation encodes every image and caption once and then scores them
+    block by block in bounded memory:
+
+    - embedding models (VSE, RCN) encode each side into the joint space and
+      compare by cosine or order-violation similarity;
+    - a regression model (Word2VisualVec) encodes text into the visual
+      feature space and images as themselves;
+    - a pairwise model (m-CNN) encodes each side only up to where they meet,
+      and its `similarity` evaluates the joint network on every pair.
+
+    Subclasses set `vectorizer` and implement the four methods below.
+    """
+
+    vectorizer: keras.layers.Layer
+
+    def encode_text(self, token_ids, training=False):
+        """int32 [B, L] token ids (0 = padding) -> float [B, D]."""
+        raise NotImplementedError
+
+    def encode_image(self, image_features, training=False):
+        """float [B, F] image features -> float [B, D']."""
+        raise NotImplementedError
+
+    def similarity(self, image_encodings, text_encodings):
+        """[n_images, ...] x [n_texts, ...] -> float [n_images, n_texts]."""
+        raise NotImplementedError
+
+    def pair_loss(self, image_encodings, text_encodings, image_index):
+        """Training loss of a batch of matching pairs.
+
+        Called on the *global* batch (gathered across replicas), so hardest
+        negatives are searched over all of it.
+
+        Args:
+          image_encodings, text_encodings: encodings of B matching pairs.
+          image_index: int [B], the dataset image of each pair.
+        """
+        raise NotImplementedError
+
+    def call(self, inputs, training=False):
+        """{"image_features", "token_ids"} -> similarity matrix of the batch."""
+        return self.similarity(
+            self.encode_image(inputs["image_features"], training=training),
+            self.encode_text(inputs["token_ids"], training=training),
+        )
+
+    def set_word_vectors(self, matrix):
+        """Initialises the word embedding from a [vocabulary, word_dim] matrix."""
+        self.word_embedding.embeddings.assign(ops.convert_to_tensor(matrix))

@@ -1,0 +1,86 @@
+"""The registry of the zoo's models: `--model NAME` -> how to build and train it."""
+
+import dataclasses
+import json
+from typing import Any, Callable
+
+from config import DataConfig, ExperimentConfig, TrainConfig, apply_overrides
+from data.errors import InputError
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """Everything `train.py` needs to know about one registered model.
+
+    Attributes:
+      name: the `--model` name.
+      config_class: dataclass of the model's hyperparameters, whose defaults
+        are its paper's.
+      build: `build(config, vocabulary) -> RetrievalModel`, where
+        `vocabulary` is the token list (`<pad>` = 0, `<unk>` = 1).
+      train: the paper's training settings.
+      data: the paper's data settings.
+      presets: named overrides (`{"section.field": value}`) applied on top
+        of the paper's defaults; "paper" is always available and empty.
+    """
+
+    name: str
+    config_class: type
+    build: Callable[..., Any]
+    train: TrainConfig
+    data: DataConfig = DataConfig()
+    presets: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+    def experiment(self, preset="paper", overrides=()):
+        """The experiment config of a preset, with `--set` overrides applied."""
+        presets = {"paper": {}, **self.presets}
+        if preset not in presets:
+            raise InputError(
+                f"--preset {preset!r}: model {self.name!r} has presets {', '.join(presets)}"
+            )
+        config = ExperimentConfig(
+            model_name=self.name,
+            preset=preset,
+            model=self.config_class(),
+            train=dataclasses.replace(self.train),
+            data=dataclasses.replace(self.data),
+        )
+        preset_items = [f"{k}={json.dumps(v)}" for k, v in presets[preset].items()]
+        return apply_overrides(config, [*preset_items, *overrides])
+
+    def build_model(self, model_config, vocabulary, image_dim):
+        """The model with its weights created (by encoding a dummy pair)."""
+        import tensorflow as tf
+
+        model = self.build(model_config, vocabulary)
+        model.encode_image(tf.zeros([1, image_dim]))
+        model.encode_text(tf.ones([1, 1], tf.int32))
+        return model
+
+
+_REGISTRY: dict[str, ModelSpec] = {}
+
+
+def register(spec):
+    """Adds a model; registering a name twice is an error."""
+    if spec.name in _REGISTRY:
+        raise ValueError(f"model {spec.name!r} is already registered")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def get(name):
+    _import_models()
+    if name not in _REGISTRY:
+        raise InputError(f"--model {name!r}: unknown model; known models: {', '.join(names())}")
+    return _REGISTRY[name]
+
+
+def names():
+    _import_models()
+    return sorted(_REGISTRY)
+
+
+def _import_models():
+    # Importing a model module registers its models.
+    from models import vse  # noqa: F401

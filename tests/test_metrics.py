@@ -1,0 +1,87 @@
+import numpy as np
+import pytest
+
+import metrics
+
+# Two images, 5 captions each (captions 0-4 -> image 0, 5-9 -> image 1).
+CAPTION_IMAGE = np.repeat([0, 1], 5)
+
+
+def test_perfect_scores_give_rank_one_everywhere():
+    sims = np.where(CAPTION_IMAGE[None, :] == np.arange(2)[:, None], 1.0, 0.0)
+    result = metrics.retrieval_metrics(sims, CAPTION_IMAGE)
+    for direction in ("i2t", "t2i"):
+        assert result[f"{direction}_r1"] == 100.0
+        assert result[f"{direction}_medr"] == 1.0
+        assert result[f"{direction}_meanr"] == 1.0
+    assert result["rsum"] == 600.0
+
+
+def test_image_annotation_uses_the_best_ranked_true_caption():
+    # Image 0: its best caption (column 3, 0.9) is beaten by column 7 (0.95)
+    # only, so its rank is 2. Image 1: caption 9 is first -> rank 1.
+    sims = np.zeros((2, 10))
+    sims[0] = [0.1, 0.2, 0.3, 0.9, 0.0, 0.5, 0.5, 0.95, 0.5, 0.5]
+    sims[1] = [0.0] * 9 + [1.0]
+    np.testing.assert_array_equal(metrics.image_annotation_ranks(sims, CAPTION_IMAGE), [2, 1])
+
+
+def test_image_retrieval_ranks_each_caption_among_images():
+    sims = np.array([[0.9, 0.1, 0.5, 0.5, 0.5, 0.2, 0.8, 0.0, 0.0, 0.0],
+                     [0.1, 0.9, 0.4, 0.6, 0.5, 0.9, 0.1, 0.0, 0.0, 0.0]])
+    ranks = metrics.image_retrieval_ranks(sims, CAPTION_IMAGE)
+    # Caption 1 (image 0) loses to image 1; caption 4 ties -> pessimistic 2;
+    # caption 6 (image 1) loses to image 0; captions 7-9 tie -> 2.
+    np.testing.assert_array_equal(ranks, [1, 2, 1, 2, 2, 1, 2, 2, 2, 2])
+
+
+def test_ties_are_pessimistic_so_constant_scores_are_chance_not_perfect():
+    sims = np.zeros((2, 10))
+    result = metrics.retrieval_metrics(sims, CAPTION_IMAGE)
+    assert result["i2t_r1"] == 0.0 and result["t2i_r1"] == 0.0
+    np.testing.assert_array_equal(metrics.image_annotation_ranks(sims, CAPTION_IMAGE), [6, 6])
+
+
+def test_rank_summary_matches_vsepp_conventions():
+    ranks = np.array([1, 2, 6, 11, 3, 20])
+    summary = metrics.rank_summary(ranks)
+    assert summary["r1"] == pytest.approx(100 / 6)
+    assert summary["r5"] == pytest.approx(300 / 6)
+    assert summary["r10"] == pytest.approx(400 / 6)
+    # 0-based ranks 0,1,2,5,10,19: median 3.5 -> floor + 1 = 4.
+    assert summary["medr"] == 4.0
+    assert summary["meanr"] == pytest.approx(43 / 6)
+
+
+def test_blocks_of_rows_and_columns_give_the_same_ranks():
+    rng = np.random.default_rng(0)
+    caption_image = np.repeat(np.arange(20), 5)
+    sims = rng.normal(size=(20, 100))
+    i2t = metrics.image_annotation_ranks(sims, caption_image)
+    blocks = [metrics.image_annotation_ranks(sims[a:a + 7], caption_image, np.arange(a, min(a + 7, 20)))
+              for a in range(0, 20, 7)]
+    np.testing.assert_array_equal(np.concatenate(blocks), i2t)
+    t2i = metrics.image_retrieval_ranks(sims, caption_image)
+    columns = [metrics.image_retrieval_ranks(sims[:, a:a + 33], caption_image[a:a + 33]) for a in range(0, 100, 33)]
+    np.testing.assert_array_equal(np.concatenate(columns), t2i)
+
+
+def test_ranks_agree_with_argsort_definition_on_random_scores():
+    rng = np.random.default_rng(1)
+    caption_image = np.repeat(np.arange(30), 5)
+    sims = rng.normal(size=(30, 150))
+    expected_i2t = [
+        1 + min(np.where(np.argsort(-sims[i]) == j)[0][0] for j in np.where(caption_image == i)[0])
+        for i in range(30)
+    ]
+    expected_t2i = [1 + np.where(np.argsort(-sims[:, j]) == caption_image[j])[0][0] for j in range(150)]
+    np.testing.assert_array_equal(metrics.image_annotation_ranks(sims, caption_image), expected_i2t)
+    np.testing.assert_array_equal(metrics.image_retrieval_ranks(sims, caption_image), expected_t2i)
+
+
+def test_metric_names_and_average():
+    sims = np.eye(2).repeat(5, axis=1)
+    result = metrics.retrieval_metrics(sims, CAPTION_IMAGE)
+    assert tuple(sorted(result)) == tuple(sorted(metrics.METRIC_NAMES))
+    worse = dict(result, rsum=0.0)
+    assert metrics.average_metrics([result, worse])["rsum"] == 300.0

@@ -1,0 +1,413 @@
+"""The training loop shared by every gradient-trained model of the zoo.
+
+`Trainer(config, model_dir, strategy).run()` trains a registered model on a
+precomp dataset, validates on dev, keeps the best checkpoint by dev rsum,
+evaluates it on test and exports it as a SavedModel.
+
+Model directory layout:
+  config.json        the full experiment config (rebuilds the model)
+  vocab.json         the vocabulary (train split only)
+  checkpoints/       the latest training state: weights, optimizer, epoch,
+                     step in epoch (the data order is a function of seed and
+                     epoch, so this is the data position), best rsum
+  best/              the weights with the best dev rsum so far
+  logs/              TensorBoard: train/ (loss, learning rate), dev/
+                     (every metric), hparams
+  results.json       dev and test metrics of the best checkpoint
+  saved_model/       the export (see export.py)
+
+Writes are atomic: TensorFlow's checkpoint manager updates its index only
+after a checkpoint is complete, JSON files and the SavedModel are written
+aside and renamed, so killing a run at any moment leaves the previous state
+usable by `--resume`.
+"""
+
+import dataclasses
+import json
+import logging
+import os
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import evaluate
+import inference
+from config import write_json_atomically
+from data import pipeline, readers, word_vectors
+from data.errors import InputError
+from data.tokenizer import tokenize_strings
+from data.vocabulary import Vocabulary
+from export import export_saved_model
+from models import registry
+
+log = logging.getLogger("train")
+
+LAST_DIR = "checkpoints"
+SAVED_MODEL_DIR = "saved_model"
+STRATEGIES = ("auto", "default", "mirrored", "multiworker")
+
+
+def make_strategy(name):
+    """The tf.distribute strategy for `--strategy`.
+
+    "auto" mirrors over all GPUs when more than one is visible, else uses the
+    default (single-device) strategy. "multiworker" reads the cluster from
+    the TF_CONFIG environment variable.
+    """
+    if name == "auto":
+        name = "mirrored" if len(tf.config.list_logical_devices("GPU")) > 1 else "default"
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multiworker":
+        if "TF_CONFIG" not in os.environ:
+            raise InputError("--strategy multiworker: set TF_CONFIG to describe the cluster")
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    raise InputError(f"--strategy {name!r}: choose one of {', '.join(STRATEGIES)}")
+
+
+def make_optimizer(train_config):
+    # Gradient clipping is done by the train step on the all-reduced
+    # gradient, not by the optimizer (which would clip each replica's share).
+    optimizers = {
+        "adam": keras.optimizers.Adam,
+        "rmsprop": keras.optimizers.RMSprop,
+        "sgd": keras.optimizers.SGD,
+    }
+    return optimizers[train_config.optimizer](learning_rate=train_config.learning_rate)
+
+
+class Trainer:
+    """Trains, validates, checkpoints, evaluates and exports one experiment.
+
+    Args:
+      config: an `ExperimentConfig`.
+      model_dir: where everything is written.
+      strategy: a tf.distribute strategy.
+      resume: continue the run in `model_dir` instead of starting one.
+    """
+
+    def __init__(self, config, model_dir, strategy, resume=False):
+        self.config = config
+        self.model_dir = Path(model_dir)
+        self.strategy = strategy
+        self.resume = resume
+        self.spec = registry.get(config.model_name)
+        self.is_chief = _is_chief(strategy)
+
+    def run(self):
+        """Runs the experiment; returns {"dev": metrics, "test": metrics}."""
+        self._prepare_model_dir()
+        train_split, dev_split = self._load_data()
+        vocabulary = self._vocabulary(train_split)
+        cfg = self.config
+        keras.utils.set_random_seed(cfg.train.seed)
+        replicas = self.strategy.num_replicas_in_sync
+        if cfg.train.batch_size % replicas:
+            raise InputError(
+                f"train.batch_size={cfg.train.batch_size} does not split evenly over {replicas} replicas"
+            )
+        with self.strategy.scope():
+            model = self.spec.build_model(cfg.model, vocabulary.tokens, cfg.image_dim)
+            optimizer = make_optimizer(cfg.train)
+            optimizer.build(model.trainable_variables)
+            state = _TrainingState()
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, state=state)
+        last = tf.train.CheckpointManager(checkpoint, self._private_dir(LAST_DIR), max_to_keep=2)
+        best = tf.train.CheckpointManager(
+            tf.train.Checkpoint(model=model), self._private_dir(inference.BEST_DIR), max_to_keep=1
+        )
+        if self.resume:
+            checkpoint.restore(last.latest_checkpoint).assert_existing_objects_matched()
+            log.info("resumed from %s (epoch %d, step %d of it)", last.latest_checkpoint,
+                     int(state.epoch), int(state.step_in_epoch))
+        else:
+            self._initialize_word_vectors(model, vocabulary, train_split)
+            if self.is_chief:
+                write_json_atomically(self.model_dir / "config.json", cfg.to_json() + "\n")
+
+        train_data = pipeline.tokenize_split(train_split, model.vectorizer)
+        scorer = inference.CheckpointScorer(model, cfg.image_dim)
+        loop = _Loop(self, model, optimizer, state, last, best, scorer, dev_split)
+        loop.train(train_data)
+
+        best_checkpoint = best.latest_checkpoint
+        tf.train.Checkpoint(model=model).restore(best_checkpoint).expect_partial()
+        results = {
+            "dev": loop.validate_metrics(),
+            "test": self._test_metrics(scorer),
+            "checkpoint": best_checkpoint,
+        }
+        if self.is_chief:
+            write_json_atomically(self.model_dir / "results.json", json.dumps(results, indent=2) + "\n")
+            export_saved_model(model, cfg.image_dim, self.model_dir / SAVED_MODEL_DIR)
+        return results
+
+    def _prepare_model_dir(self):
+        has_run = (self.model_dir / "config.json").exists()
+        if self.resume and not has_run:
+            raise InputError(f"--resume: {self.model_dir} holds no training run to resume")
+        if not self.resume and has_run:
+            raise InputError(
+                f"--model-dir {self.model_dir} already holds a training run; pass --resume to continue it or choose another directory"
+            )
+        self.model_dir.mkdir(parents=True, exist_ok=True)
+
+    def _private_dir(self, name):
+        # Non-chief workers of a multi-worker run must write their (identical)
+        # checkpoints elsewhere: only the chief's are kept.
+        if self.is_chief:
+            return str(self.model_dir / name)
+        task = self.strategy.cluster_resolver.task_id
+        return str(self.model_dir / ".workers" / str(task) / name)
+
+    def _load_data(self):
+        cfg = self.config
+        train_split = readers.load_precomp(cfg.data.path, "train", cfg.data.image_features)
+        if cfg.train.max_train_images:
+            train_split = _first_images(train_split, cfg.train.max_train_images)
+        dev_split = readers.load_precomp(cfg.data.path, cfg.data.dev_split, cfg.data.image_features)
+        image_dim = train_split.images.shape[1]
+        if self.resume and cfg.image_dim != image_dim:
+            raise InputError(
+                f"{cfg.data.path}: train features have dimension {image_dim}, the model being resumed expects {cfg.image_dim}"
+            )
+        self.config = cfg = _with_image_dim(cfg, image_dim)
+        inference.check_image_dim(dev_split, image_dim, Path(cfg.data.path) / f"{cfg.data.dev_split}_{cfg.data.image_features}.npy")
+        return train_split, dev_split
+
+    def _vocabulary(self, train_split):
+        path = self.model_dir / "vocab.json"
+        if self.resume:
+            return Vocabulary.load(path)
+        cfg = self.config.model
+        # The vocabulary comes from the training captions only: test words
+        # must not leak into the model.
+        vocabulary = Vocabulary.build(
+            train_split.captions, min_count=cfg.vocab_min_count, max_size=cfg.vocab_max_size
+        )
+        if self.is_chief:
+            vocabulary.save(path)
+        log.info("vocabulary: %d tokens from %d training captions", len(vocabulary), len(train_split.captions))
+        return vocabulary
+
+    def _initialize_word_vectors(self, model, vocabulary, train_split):
+        cfg = self.config.model
+        if cfg.word_vectors is None:
+            return
+        if cfg.word_vectors == "word2vec":
+            vectors = word_vectors.train_word2vec(
+                tokenize_strings(train_split.captions), cfg.word_dim, self.config.train.seed
+            )
+        else:
+            vectors = word_vectors.load_word_vectors(cfg.word_vectors)
+        matrix, coverage = word_vectors.embedding_matrix(
+            vectors, vocabulary.tokens, cfg.word_dim, self.config.train.seed
+        )
+        model.set_word_vectors(matrix)
+        log.info("word vectors %s cover %.1f%% of the vocabulary", cfg.word_vectors, 100 * coverage)
+
+    def _test_metrics(self, scorer):
+        cfg = self.config
+        return inference.evaluate_split(
+            scorer, cfg.data.path, cfg.data.test_split, cfg.data.image_features
+        )
+
+
+class _TrainingState(tf.Module):
+    """The counters a resumed run needs, saved in every checkpoint."""
+
+    def __init__(self):
+        super().__init__()
+        self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.step_in_epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.best_rsum = tf.Variable(-1.0, dtype=tf.float64, trainable=False)
+        self.validations_since_best = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.plateau_reductions = tf.Variable(0, dtype=tf.int64, trainable=False)
+
+
+class _Loop:
+    """The epoch/step loop of a `Trainer` (split out to keep `run` readable)."""
+
+    def __init__(self, trainer, model, optimizer, state, last, best, scorer, dev_split):
+        self.trainer = trainer
+        self.cfg = trainer.config
+        self.strategy = trainer.strategy
+        self.model = model
+        self.optimizer = optimizer
+        self.state = state
+        self.last = last
+        self.best = best
+        self.scorer = scorer
+        self.dev_split = dev_split
+        self.stop = False
+        logs = trainer.model_dir / "logs"
+        chief = trainer.is_chief
+        self.train_writer = tf.summary.create_file_writer(str(logs / "train")) if chief else tf.summary.create_noop_writer()
+        self.dev_writer = tf.summary.create_file_writer(str(logs / "dev")) if chief else tf.summary.create_noop_writer()
+        self.train_step = self._make_train_step()
+
+    def train(self, train_data):
+        tc = self.cfg.train
+        self._log_hparams()
+        while int(self.state.epoch) < tc.epochs and not self.stop:
+            epoch = int(self.state.epoch)
+            self._set_learning_rate()
+            batches = pipeline.epoch_order(
+                train_data, tc.sampling, tc.batch_size, tc.seed, epoch, tc.bucket_by_length
+            )
+            skip = int(self.state.step_in_epoch)
+            dataset = self._distribute(train_data, batches[skip:])
+            for batch in dataset:
+                loss = float(self.train_step(batch))
+                if not np.isfinite(loss):
+                    raise FloatingPointError(f"training loss became {loss} at step {int(self.state.global_step)}")
+                self.state.step_in_epoch.assign_add(1)
+                self.state.global_step.assign_add(1)
+                step = int(self.state.global_step)
+                if step % tc.log_every == 0:
+                    with self.train_writer.as_default(step=step):
+                        tf.summary.scalar("loss", loss)
+                        tf.summary.scalar("learning_rate", float(self.optimizer.learning_rate))
+                    log.info("epoch %d step %d loss %.4f", epoch, step, loss)
+                if tc.validate_every and step % tc.validate_every == 0:
+                    self._validate_and_save()
+                    if self.stop:
+                        break
+            else:
+                self.state.epoch.assign_add(1)
+                self.state.step_in_epoch.assign(0)
+                self._validate_and_save()
+
+    def validate_metrics(self):
+        split = self.dev_split
+        return evaluate.evaluate_encodings(
+            self.scorer.similarity,
+            self.scorer.encode_images(split.images),
+            self.scorer.encode_texts(split.captions),
+            split.caption_image,
+        )
+
+    def _validate_and_save(self):
+        tc = self.cfg.train
+        result = self.validate_metrics()
+        step = int(self.state.global_step)
+        with self.dev_writer.as_default(step=step):
+            for name, value in result.items():
+                tf.summary.scalar(name, value)
+        improved = result["rsum"] > float(self.state.best_rsum)
+        log.info("dev at step %d: rsum %.1f (i2t R@1 %.1f, t2i R@1 %.1f)%s", step, result["rsum"],
+                 result["i2t_r1"], result["t2i_r1"], "  new best" if improved else "")
+        if improved:
+            self.state.best_rsum.assign(result["rsum"])
+            self.state.validations_since_best.assign(0)
+            self.best.save(checkpoint_number=step)
+        else:
+            self.state.validations_since_best.assign_add(1)
+            waited = int(self.state.validations_since_best)
+            if tc.plateau_patience and waited % tc.plateau_patience == 0:
+                self.state.plateau_reductions.assign_add(1)
+                self._set_learning_rate()
+            if tc.early_stopping_patience and waited >= tc.early_stopping_patience:
+                log.info("early stopping: %d validations without improvement", waited)
+                self.stop = True
+                # The stop is part of the state: a resumed run must not go on.
+                self.state.epoch.assign(tc.epochs)
+        self.last.save(checkpoint_number=step)
+
+    def _set_learning_rate(self):
+        tc = self.cfg.train
+        decays = sum(int(self.state.epoch) >= e for e in tc.lr_decay_epochs)
+        decays += int(self.state.plateau_reductions)
+        self.optimizer.learning_rate.assign(tc.learning_rate * tc.lr_decay_factor**decays)
+
+    def _log_hparams(self):
+        from tensorboard.plugins.hparams import api as hparams
+
+        flat = {"model_name": self.cfg.model_name, "preset": self.cfg.preset}
+        for section in ("model", "train", "data"):
+            for key, value in vars(getattr(self.cfg, section)).items():
+                flat[f"{section}.{key}"] = value if isinstance(value, (bool, int, float, str)) else str(value)
+        with self.dev_writer.as_default():
+            hparams.hparams(flat)
+
+    def _distribute(self, data, batches):
+        """A distributed dataset giving each replica its share of each batch."""
+        strategy = self.strategy
+        replicas = strategy.num_replicas_in_sync
+
+        def dataset_fn(context):
+            # [steps, replicas, per_replica]: this input pipeline's replicas.
+            per_replica = batches.reshape(len(batches), replicas, -1)
+            local = replicas // context.num_input_pipelines
+            first = context.input_pipeline_id * local
+            mine = per_replica[:, first : first + local].reshape(-1, per_replica.shape[-1])
+            return pipeline.training_dataset(data, mine)
+
+        return strategy.distribute_datasets_from_function(dataset_fn)
+
+    def _make_train_step(self):
+        model, optimizer, strategy = self.model, self.optimizer, self.strategy
+        clip = self.cfg.train.grad_clip_norm
+
+        def replica_step(batch):
+            context = tf.distribute.get_replica_context()
+            replicas = strategy.num_replicas_in_sync
+            variables = model.trainable_variables
+            with tf.GradientTape() as tape:
+                image_encodings = model.encode_image(batch["image_features"], training=True)
+                text_encodings = model.encode_text(batch["token_ids"], training=True)
+                # Every replica computes the loss of the global batch, so
+                # hardest negatives are searched over all of it and 1 and N
+                # replicas train the same model; all_gather's gradient sends
+                # each replica the gradient of its own rows.
+                loss = model.pair_loss(
+                    context.all_gather(image_encodings, axis=0),
+                    context.all_gather(text_encodings, axis=0),
+                    context.all_gather(batch["image_index"], axis=0),
+                )
+                scaled = loss / replicas
+            gradients = tape.gradient(scaled, variables)
+            gradients = context.all_reduce(tf.distribute.ReduceOp.SUM, gradients)
+            if clip:
+                gradients, _ = tf.clip_by_global_norm(gradients, clip)
+            # The optimizer sums the replicas' gradients once more: hand it
+            # each replica's share of the already reduced gradient.
+            optimizer.apply_gradients(zip([g / replicas for g in gradients], variables))
+            return scaled
+
+        @tf.function(reduce_retracing=True)
+        def train_step(batch):
+            losses = strategy.run(replica_step, args=(batch,))
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+
+        return train_step
+
+
+def _is_chief(strategy):
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return True
+    return resolver.task_type in (None, "chief") or (
+        resolver.task_type == "worker" and resolver.task_id == 0
+        and "chief" not in resolver.cluster_spec().as_dict()
+    )
+
+
+def _first_images(split, n_images):
+    keep = split.caption_image < n_images
+    return readers.RetrievalSplit(
+        images=split.images[:n_images],
+        captions=[c for c, k in zip(split.captions, keep) if k],
+        caption_image=split.caption_image[keep],
+        image_ids=split.image_ids[:n_images],
+        source=split.source,
+    )
+
+
+def _with_image_dim(config, image_dim):
+    return dataclasses.replace(config, image_dim=image_dim)
