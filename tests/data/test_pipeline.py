@@ -1,0 +1,59 @@
+import numpy as np
+
+from data import pipeline
+
+
+def tokenized(n_images=10, captions_per_image=5, seed=0):
+    rng = np.random.default_rng(seed)
+    n = n_images * captions_per_image
+    lengths = rng.integers(1, 9, size=n).astype(np.int32)
+    token_ids = np.zeros((n, 8), np.int32)
+    for row, length in enumerate(lengths):
+        token_ids[row, :length] = rng.integers(2, 50, size=length)
+    return pipeline.TokenizedSplit(
+        images=rng.normal(size=(n_images, 4)).astype(np.float32),
+        token_ids=token_ids,
+        lengths=lengths,
+        caption_image=np.repeat(np.arange(n_images), captions_per_image),
+    )
+
+
+def test_all_captions_sees_every_caption_once_per_epoch_in_full_batches():
+    data = tokenized()
+    batches = pipeline.epoch_order(data, "all_captions", batch_size=8, seed=0, epoch=0)
+    assert batches.shape == (6, 8)
+    assert len(np.unique(batches)) == 48
+    again = pipeline.epoch_order(data, "all_captions", batch_size=8, seed=0, epoch=0)
+    np.testing.assert_array_equal(batches, again)
+    other_epoch = pipeline.epoch_order(data, "all_captions", batch_size=8, seed=0, epoch=1)
+    assert not np.array_equal(batches, other_epoch)
+
+
+def test_one_caption_per_image_never_repeats_an_image_and_varies_the_caption():
+    data = tokenized(n_images=40)
+    chosen = []
+    for epoch in range(5):
+        batches = pipeline.epoch_order(data, "one_caption_per_image", batch_size=10, seed=3, epoch=epoch)
+        images = data.caption_image[batches.ravel()]
+        assert sorted(images) == list(range(40))
+        chosen.append(batches.ravel()[np.argsort(images)])
+    assert len({tuple(c) for c in chosen}) == 5
+
+
+def test_bucketing_keeps_the_epoch_content_and_groups_lengths():
+    data = tokenized(n_images=200)
+    plain = pipeline.epoch_order(data, "all_captions", 10, seed=0, epoch=0)
+    bucketed = pipeline.epoch_order(data, "all_captions", 10, seed=0, epoch=0, bucket_by_length=True)
+    assert sorted(plain.ravel()) == sorted(bucketed.ravel())
+    spread = lambda b: np.mean([np.ptp(data.lengths[row]) for row in b])
+    assert spread(bucketed) < spread(plain) / 2
+
+
+def test_dataset_gathers_features_and_trims_padding():
+    data = tokenized()
+    batches = pipeline.epoch_order(data, "all_captions", 8, seed=0, epoch=0)
+    for batch, indices in zip(pipeline.training_dataset(data, batches), batches):
+        width = data.lengths[indices].max()
+        np.testing.assert_array_equal(batch["token_ids"], data.token_ids[indices, :width])
+        np.testing.assert_array_equal(batch["image_index"], data.caption_image[indices])
+        np.testing.assert_array_equal(batch["image_features"], data.images[data.caption_image[indices]])
