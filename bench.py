@@ -1,0 +1,96 @@
+"""Benchmarks: training throughput and 1K-test evaluation time, as JSON.
+
+    python -m bench --model gru --preset quick
+    python -m bench --model gru --preset paper --steps 20
+
+Training throughput is measured on real training batches of the embedded
+Flickr8k data through the trainer's own train step (after warm-up steps that
+absorb tracing); evaluation time covers encoding the split's images and
+captions and ranking them under the full protocol.
+"""
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="gru")
+    parser.add_argument("--preset", default="quick")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    parser.add_argument("--steps", type=int, default=30, help="timed training steps")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed training steps first")
+    parser.add_argument("--eval-split", default="test")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import keras
+    import tensorflow as tf
+
+    import evaluate
+    import inference
+    import training
+    from data import pipeline, readers
+    from data.vocabulary import Vocabulary
+    from models import registry
+
+    spec = registry.get(args.model)
+    config = spec.experiment(args.preset, args.set)
+    train_split = readers.load_precomp(config.data.path, "train", config.data.image_features)
+    vocabulary = Vocabulary.build(
+        train_split.captions, min_count=config.model.vocab_min_count, max_size=config.model.vocab_max_size
+    )
+    keras.utils.set_random_seed(config.train.seed)
+    strategy = tf.distribute.get_strategy()
+    image_dim = train_split.images.shape[1]
+    model = spec.build_model(config.model, vocabulary.tokens, image_dim)
+    optimizer = training.make_optimizer(config.train)
+    optimizer.build(model.trainable_variables)
+    step = training.make_train_step(model, optimizer, strategy, config.train.grad_clip_norm)
+
+    data = pipeline.tokenize_split(train_split, model.vectorizer)
+    batches = pipeline.epoch_order(data, config.train.sampling, config.train.batch_size, config.train.seed, 0)
+    needed = args.warmup + args.steps
+    dataset = iter(pipeline.training_dataset(data, np.resize(batches, (needed, batches.shape[1]))))
+    for _ in range(args.warmup):
+        float(step(next(dataset)))
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        float(step(next(dataset)))
+    train_seconds = time.perf_counter() - start
+
+    split = readers.load_precomp(config.data.path, args.eval_split, config.data.image_features)
+    scorer = inference.CheckpointScorer(model, image_dim)
+    scorer.encode_texts(split.captions[:8])  # trace once, outside the timing
+    start = time.perf_counter()
+    evaluate.evaluate_encodings(
+        scorer.similarity, scorer.encode_images(split.images), scorer.encode_texts(split.captions), split.caption_image
+    )
+    eval_seconds = time.perf_counter() - start
+
+    pairs_per_second = args.steps * config.train.batch_size / train_seconds
+    report = {
+        "model": args.model,
+        "preset": args.preset,
+        "overrides": args.set,
+        "batch_size": config.train.batch_size,
+        "train_pairs_per_s": round(pairs_per_second, 1),
+        "train_step_ms": round(1000 * train_seconds / args.steps, 1),
+        "eval_split": args.eval_split,
+        "eval_images": len(split.images),
+        "eval_captions": len(split.captions),
+        "eval_seconds": round(eval_seconds, 2),
+        "devices": [d.name for d in tf.config.list_logical_devices()],
+    }
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""End-to-end runs of train.py's main on a tiny subset of the embedded data."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import train
+from tests.helpers import REPO
+
+TINY = [
+    "--set", "model.word_dim=16", "--set", "model.embed_dim=32",
+    "--set", "train.epochs=2", "--set", "train.batch_size=32",
+    "--set", "train.max_train_images=160", "--set", "train.validate_every=7",
+]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    model_dir = tmp_path_factory.mktemp("run") / "gru"
+    assert train.main(["--model", "gru", "--preset", "quick", "--model-dir", str(model_dir), *TINY]) == 0
+    return model_dir
+
+
+def test_training_writes_config_vocab_checkpoints_logs_results_and_export(trained):
+    for name in ("config.json", "vocab.json", "results.json", "checkpoints/checkpoint", "best/checkpoint",
+                 "saved_model/saved_model.pb"):
+        assert (trained / name).exists(), name
+    config = json.loads((trained / "config.json").read_text())
+    assert config["model_name"] == "gru" and config["train"]["epochs"] == 2 and config["image_dim"] == 1280
+    results = json.loads((trained / "results.json").read_text())
+    assert results["test"]["rsum"] > 3.3 * 2  # better than chance after 10 steps
+    assert list((trained / "logs" / "train").iterdir()) and list((trained / "logs" / "dev").iterdir())
+
+
+def test_tensorboard_logs_hold_loss_learning_rate_metrics_and_hparams(trained):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tags = set()
+    for run in ("train", "dev"):
+        accumulator = EventAccumulator(str(trained / "logs" / run), size_guidance={"tensors": 0})
+        accumulator.Reload()
+        tags |= set(accumulator.Tags()["tensors"])
+    assert {"loss", "learning_rate", "rsum", "i2t_r1", "t2i_meanr", "_hparams_/session_start_info"} <= tags
+
+
+def test_evaluate_reproduces_training_numbers_from_checkpoint_and_export(trained, tmp_path):
+    import evaluate
+
+    expected = json.loads((trained / "results.json").read_text())["test"]
+    for source in (["--model-dir", str(trained)], ["--saved-model", str(trained / "saved_model")]):
+        out = tmp_path / "metrics.json"
+        assert evaluate.main([*source, "--json", str(out)]) == 0
+        got = json.loads(out.read_text())
+        for name, value in expected.items():
+            assert got[name] == pytest.approx(value, abs=1e-6), (source, name)
+
+
+def test_saved_model_matches_keras_model_in_a_fresh_process(trained, tmp_path):
+    import inference
+
+    _, model = inference.restore_model(trained)
+    captions = ["A dog runs through the grass .", "two children play on a beach"]
+    features = np.random.default_rng(0).uniform(0, 2, size=(3, 1280)).astype(np.float32)
+    np.save(tmp_path / "features.npy", features)
+    script = f"""
+import json, numpy as np, tensorflow as tf
+loaded = tf.saved_model.load({str(trained / 'saved_model')!r})
+features = np.load({str(tmp_path / 'features.npy')!r})
+texts = tf.constant({captions!r})
+out = {{"text": loaded.encode_text(texts).numpy().tolist(),
+       "image": loaded.encode_image(features).numpy().tolist(),
+       "score": loaded.score(features, texts).numpy().tolist(),
+       "signatures": sorted(loaded.signatures)}}
+print(json.dumps(out))
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, check=True)
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    text = model.encode_text(model.vectorizer(np.array(captions, dtype=object)))
+    image = model.encode_image(features)
+    np.testing.assert_allclose(out["text"], text, atol=1e-5)
+    np.testing.assert_allclose(out["image"], image, atol=1e-5)
+    np.testing.assert_allclose(out["score"], model.similarity(image, text), atol=1e-5)
+    assert out["signatures"] == ["encode_image", "encode_text", "score", "similarity"]
+
+
+def test_existing_run_is_not_overwritten_and_a_finished_run_resumes_to_no_op(trained, capsys):
+    before = (trained / "checkpoints" / "checkpoint").read_text()
+    assert train.main(["--model", "gru", "--model-dir", str(trained), *TINY]) == 2
+    assert "already holds a training run" in capsys.readouterr().err
+    assert (trained / "checkpoints" / "checkpoint").read_text() == before
+    # The run is complete: resuming it trains no further step.
+    assert train.main(["--model-dir", str(trained), "--resume"]) == 0
+    assert (trained / "checkpoints" / "checkpoint").read_text() == before
+
+
+def test_export_only(trained):
+    assert train.main(["--model-dir", str(trained), "--export-only"]) == 0
+    assert (trained / "saved_model" / "saved_model.pb").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--model", "nope"], "unknown model"),
+    (["--model", "gru", "--set", "train.epochz=1"], "unknown key"),
+    (["--model", "gru", "--data", "/nonexistent"], "/nonexistent"),
+    (["--model-dir", "/nonexistent/run", "--resume"], "no training run"),
+])
+def test_bad_arguments_give_one_line_errors(argv, message, capsys, tmp_path):
+    argv = argv if "--model-dir" in argv else [*argv, "--model-dir", str(tmp_path / "run")]
+    assert train.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
