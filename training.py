@@ -249,7 +249,7 @@ class _Loop:
         chief = trainer.is_chief
         self.train_writer = tf.summary.create_file_writer(str(logs / "train")) if chief else tf.summary.create_noop_writer()
         self.dev_writer = tf.summary.create_file_writer(str(logs / "dev")) if chief else tf.summary.create_noop_writer()
-        self.train_step = self._make_train_step()
+        self.train_step = make_train_step(model, optimizer, self.strategy, self.cfg.train.grad_clip_norm)
 
     def train(self, train_data):
         tc = self.cfg.train
@@ -350,42 +350,44 @@ class _Loop:
 
         return strategy.distribute_datasets_from_function(dataset_fn)
 
-    def _make_train_step(self):
-        model, optimizer, strategy = self.model, self.optimizer, self.strategy
-        clip = self.cfg.train.grad_clip_norm
+def make_train_step(model, optimizer, strategy, clip_norm=None):
+    """A tf.function running one distributed training step; returns the loss.
 
-        def replica_step(batch):
-            context = tf.distribute.get_replica_context()
-            replicas = strategy.num_replicas_in_sync
-            variables = model.trainable_variables
-            with tf.GradientTape() as tape:
-                image_encodings = model.encode_image(batch["image_features"], training=True)
-                text_encodings = model.encode_text(batch["token_ids"], training=True)
-                # Every replica computes the loss of the global batch, so
-                # hardest negatives are searched over all of it and 1 and N
-                # replicas train the same model; all_gather's gradient sends
-                # each replica the gradient of its own rows.
-                loss = model.pair_loss(
-                    context.all_gather(image_encodings, axis=0),
-                    context.all_gather(text_encodings, axis=0),
-                    context.all_gather(batch["image_index"], axis=0),
-                )
-                scaled = loss / replicas
-            gradients = tape.gradient(scaled, variables)
-            gradients = context.all_reduce(tf.distribute.ReduceOp.SUM, gradients)
-            if clip:
-                gradients, _ = tf.clip_by_global_norm(gradients, clip)
-            # The optimizer sums the replicas' gradients once more: hand it
-            # each replica's share of the already reduced gradient.
-            optimizer.apply_gradients(zip([g / replicas for g in gradients], variables))
-            return scaled
+    Its argument is a distributed batch (see `_Loop._distribute`).
+    """
 
-        @tf.function(reduce_retracing=True)
-        def train_step(batch):
-            losses = strategy.run(replica_step, args=(batch,))
-            return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+    def replica_step(batch):
+        context = tf.distribute.get_replica_context()
+        replicas = strategy.num_replicas_in_sync
+        variables = model.trainable_variables
+        with tf.GradientTape() as tape:
+            image_encodings = model.encode_image(batch["image_features"], training=True)
+            text_encodings = model.encode_text(batch["token_ids"], training=True)
+            # Every replica computes the loss of the global batch, so
+            # hardest negatives are searched over all of it and 1 and N
+            # replicas train the same model; all_gather's gradient sends
+            # each replica the gradient of its own rows.
+            loss = model.pair_loss(
+                context.all_gather(image_encodings, axis=0),
+                context.all_gather(text_encodings, axis=0),
+                context.all_gather(batch["image_index"], axis=0),
+            )
+            scaled = loss / replicas
+        gradients = tape.gradient(scaled, variables)
+        gradients = context.all_reduce(tf.distribute.ReduceOp.SUM, gradients)
+        if clip_norm:
+            gradients, _ = tf.clip_by_global_norm(gradients, clip_norm)
+        # The optimizer sums the replicas' gradients once more: hand it
+        # each replica's share of the already reduced gradient.
+        optimizer.apply_gradients(zip([g / replicas for g in gradients], variables))
+        return scaled
 
-        return train_step
+    @tf.function(reduce_retracing=True)
+    def train_step(batch):
+        losses = strategy.run(replica_step, args=(batch,))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+
+    return train_step
 
 
 def _is_chief(strategy):

@@ -28,7 +28,7 @@ class ModelSpec:
     config_class: type
     build: Callable[..., Any]
     train: TrainConfig
-    data: DataConfig = DataConfig()
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
     presets: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def experiment(self, preset="paper", overrides=()):
