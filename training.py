@@ -35,7 +35,7 @@ import tensorflow as tf
 import evaluate
 import inference
 from config import write_json_atomically
-from data import pipeline, readers, word_vectors
+from data import pipeline, readers
 from data.errors import InputError
 from data.tokenizer import tokenize_strings
 from data.vocabulary import Vocabulary
@@ -198,6 +198,8 @@ class Trainer:
         cfg = self.config.model
         if cfg.word_vectors is None:
             return
+        from data import word_vectors  # gensim is slow to import; only here.
+
         if cfg.word_vectors == "word2vec":
             vectors = word_vectors.train_word2vec(
                 tokenize_strings(train_split.captions), cfg.word_dim, self.config.train.seed
@@ -373,7 +375,9 @@ def make_train_step(model, optimizer, strategy, clip_norm=None):
                 context.all_gather(batch["image_index"], axis=0),
             )
             scaled = loss / replicas
-        gradients = tape.gradient(scaled, variables)
+        # Dense gradients (the word embedding's are IndexedSlices) can be
+        # all-reduced, clipped and rescaled uniformly.
+        gradients = [tf.convert_to_tensor(g) for g in tape.gradient(scaled, variables)]
         gradients = context.all_reduce(tf.distribute.ReduceOp.SUM, gradients)
         if clip_norm:
             gradients, _ = tf.clip_by_global_norm(gradients, clip_norm)

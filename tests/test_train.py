@@ -14,6 +14,7 @@ TINY = [
     "--set", "model.word_dim=16", "--set", "model.embed_dim=32",
     "--set", "train.epochs=2", "--set", "train.batch_size=32",
     "--set", "train.max_train_images=160", "--set", "train.validate_every=7",
+    "--set", "train.learning_rate=0.002",
 ]
 
 
@@ -31,7 +32,8 @@ def test_training_writes_config_vocab_checkpoints_logs_results_and_export(traine
     config = json.loads((trained / "config.json").read_text())
     assert config["model_name"] == "gru" and config["train"]["epochs"] == 2 and config["image_dim"] == 1280
     results = json.loads((trained / "results.json").read_text())
-    assert results["test"]["rsum"] > 3.3 * 2  # better than chance after 10 steps
+    # 50 tiny steps learn something: chance is rsum 3.3, t2i medr 500.
+    assert results["test"]["rsum"] > 6 and results["test"]["t2i_medr"] < 400
     assert list((trained / "logs" / "train").iterdir()) and list((trained / "logs" / "dev").iterdir())
 
 
@@ -105,7 +107,7 @@ def test_export_only(trained):
     (["--model", "nope"], "unknown model"),
     (["--model", "gru", "--set", "train.epochz=1"], "unknown key"),
     (["--model", "gru", "--data", "/nonexistent"], "/nonexistent"),
-    (["--model-dir", "/nonexistent/run", "--resume"], "no training run"),
+    (["--model-dir", "/nonexistent/run", "--resume"], "no config.json"),
 ])
 def test_bad_arguments_give_one_line_errors(argv, message, capsys, tmp_path):
     argv = argv if "--model-dir" in argv else [*argv, "--model-dir", str(tmp_path / "run")]
