@@ -1,8 +1,10 @@
 """End-to-end runs of train.py's main on a tiny subset of the embedded data."""
 
 import json
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -114,3 +116,25 @@ def test_bad_arguments_give_one_line_errors(argv, message, capsys, tmp_path):
     assert train.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_sigkill_then_resume_ends_where_an_uninterrupted_run_ends(trained, tmp_path):
+    model_dir = tmp_path / "killed"
+    command = [sys.executable, "train.py", "--model", "gru", "--preset", "quick", "--model-dir", str(model_dir), *TINY]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (model_dir / "checkpoints" / "checkpoint").exists():
+            assert process.poll() is None and time.monotonic() < deadline, "no checkpoint before the run ended"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    finally:
+        process.kill()
+    assert not (model_dir / "results.json").exists()
+    assert train.main(["--model-dir", str(model_dir), "--resume"]) == 0
+    expected = json.loads((trained / "results.json").read_text())
+    resumed = json.loads((model_dir / "results.json").read_text())
+    for split in ("dev", "test"):
+        for name, value in expected[split].items():
+            assert resumed[split][name] == pytest.approx(value, abs=1e-6), (split, name)

@@ -1,0 +1,120 @@
+import json
+
+import numpy as np
+import pytest
+
+from data import readers
+from data.errors import InputError
+from tests.helpers import EMBEDDED_DATA, SHARED_DATA
+
+
+def write_split(root, features, captions, ids=None, split="test"):
+    root.mkdir(parents=True, exist_ok=True)
+    np.save(root / f"{split}_ims.npy", np.asarray(features))
+    (root / f"{split}_caps.txt").write_text("\n".join(captions) + "\n")
+    if ids is not None:
+        (root / f"{split}_ids.txt").write_text("\n".join(ids) + "\n")
+    return root
+
+
+def captions_for(n_images):
+    return [f"caption {k} of image {i}" for i in range(n_images) for k in range(5)]
+
+
+def test_embedded_flickr8k_splits():
+    sizes = {"train": 6000, "dev": 1000, "test": 1000}
+    for split, n_images in sizes.items():
+        data = readers.load_precomp(EMBEDDED_DATA, split)
+        assert data.images.shape == (n_images, 1280) and data.images.dtype == np.float32
+        assert len(data.captions) == 5 * n_images == len(data.caption_image)
+        np.testing.assert_array_equal(data.caption_image[:7], [0, 0, 0, 0, 0, 1, 1])
+        assert data.image_ids[0].endswith(".jpg")
+
+
+def test_shared_data_matches_the_embedded_copy():
+    shared = readers.load_precomp(SHARED_DATA / "f8k_precomp", "dev")
+    embedded = readers.load_precomp(EMBEDDED_DATA, "dev")
+    np.testing.assert_array_equal(shared.images, embedded.images)
+    assert shared.captions == embedded.captions
+
+
+def test_one_row_per_image_and_one_row_per_caption(tmp_path):
+    features = np.arange(6, dtype=np.float16).reshape(3, 2)
+    per_image = readers.load_precomp(write_split(tmp_path / "a", features, captions_for(3), ["x", "y", "z"]), "test")
+    np.testing.assert_array_equal(per_image.images, features)
+    assert per_image.image_ids == ["x", "y", "z"]
+    per_caption = readers.load_precomp(write_split(tmp_path / "b", np.repeat(features, 5, axis=0), captions_for(3)), "test")
+    np.testing.assert_array_equal(per_caption.images, features)
+    np.testing.assert_array_equal(per_caption.caption_image, np.repeat([0, 1, 2], 5))
+    assert per_caption.image_ids == ["", "", ""]
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda r: write_split(r, np.zeros((3, 2)), captions_for(3)[:-1]), "14 captions for 3 images"),
+    (lambda r: write_split(r, np.array([[0.0, 1.0], [np.nan, 0.0], [0.0, 0.0]]), captions_for(3)), "row 1 holds NaN or inf"),
+    (lambda r: write_split(r, np.array([[0.0, np.inf]] * 3), captions_for(3)), "row 0 holds NaN or inf"),
+    (lambda r: write_split(r, np.zeros(3), captions_for(3)), "2-D numeric"),
+    (lambda r: write_split(r, np.zeros((3, 2)), captions_for(3)[:4] + [" "] + captions_for(3)[5:]), "line 5 is an empty caption"),
+    (lambda r: write_split(r, np.zeros((3, 2)), captions_for(3), ["x", "y"]), "2 ids for 3 images"),
+    (lambda r: (write_split(r, np.zeros((3, 2)), captions_for(3)), (r / "test_caps.txt").unlink()), "test_caps.txt: file not found"),
+    (lambda r: (write_split(r, np.zeros((3, 2)), captions_for(3)), (r / "test_ims.npy").write_bytes(b"junk")), "not a readable .npy"),
+    (lambda r: None, "data folder not found"),
+])
+def test_malformed_precomp_files_are_one_line_errors_naming_the_file(tmp_path, make, message):
+    root = tmp_path / "data"
+    make(root)
+    with pytest.raises(InputError, match=message) as error:
+        readers.load_precomp(root, "test")
+    assert str(root) in str(error.value) and "\n" not in str(error.value)
+
+
+def test_flickr8k_text_release_matches_the_precomp_order():
+    release = SHARED_DATA / "flickr8k_text"
+    for split, n_images in (("train", 6000), ("dev", 1000), ("test", 1000)):
+        data = readers.read_flickr_text(release, split)
+        assert len(data.image_files) == n_images and all(len(c) == 5 for c in data.captions)
+    test = readers.read_flickr_text(release, "test")
+    precomp = readers.load_precomp(EMBEDDED_DATA, "test")
+    assert set(test.image_files) == set(precomp.image_ids)
+
+
+def test_flickr_text_errors(tmp_path):
+    (tmp_path / "Flickr8k.token.txt").write_text("a.jpg#0\tA dog .\nbroken line\n")
+    (tmp_path / "Flickr_8k.testImages.txt").write_text("a.jpg\n")
+    with pytest.raises(InputError, match="line 2 is not"):
+        readers.read_flickr_text(tmp_path, "test")
+    (tmp_path / "Flickr8k.token.txt").write_text("a.jpg#0\tA dog .\n")
+    (tmp_path / "Flickr_8k.testImages.txt").write_text("a.jpg\nb.jpg\n")
+    with pytest.raises(InputError, match="image b.jpg has no caption"):
+        readers.read_flickr_text(tmp_path, "test")
+
+
+def test_karpathy_json(tmp_path):
+    images = [
+        {"filename": "t.jpg", "split": "train", "sentences": [{"raw": f"train {k}"} for k in range(5)]},
+        {"filename": "r.jpg", "filepath": "val2014", "split": "restval", "sentences": [{"raw": f"rest {k}"} for k in range(7)]},
+        {"filename": "v.jpg", "split": "val", "sentences": [{"raw": f"val {k}"} for k in range(5)]},
+        {"filename": "x.jpg", "split": "test", "sentences": [{"raw": f" test {k} "} for k in range(5)]},
+    ]
+    path = tmp_path / "dataset_coco.json"
+    path.write_text(json.dumps({"images": images}))
+    train = readers.read_karpathy_json(path, "train")
+    assert train.image_files == ["t.jpg", "val2014/r.jpg"] and train.captions[1] == [f"rest {k}" for k in range(5)]
+    assert readers.read_karpathy_json(path, "dev").image_files == ["v.jpg"]
+    assert readers.read_karpathy_json(path, "test").captions == [[f"test {k}" for k in range(5)]]
+    path.write_text('{"images": [{"split": "test"}]}')
+    with pytest.raises(InputError, match="dataset_coco.json: not a Karpathy dataset JSON"):
+        readers.read_karpathy_json(path, "test")
+
+
+def test_write_precomp_round_trip(tmp_path):
+    data = readers.ImageCaptions(["a.jpg", "b.jpg"], [captions_for(1), [f"b {k}" for k in range(6)]])
+    features = np.random.default_rng(0).normal(size=(2, 4))
+    readers.write_precomp(tmp_path, "dev", features, data)
+    back = readers.load_precomp(tmp_path, "dev")
+    np.testing.assert_allclose(back.images, features.astype(np.float32))
+    assert back.image_ids == ["a.jpg", "b.jpg"] and back.captions[5:] == [f"b {k}" for k in range(5)]
+    assert not list(tmp_path.glob(".*"))  # no temporary files left behind
+    short = readers.ImageCaptions(["a.jpg"], [["only one"]])
+    with pytest.raises(InputError, match="a.jpg has 1 captions"):
+        readers.write_precomp(tmp_path, "dev", features[:1], short)
