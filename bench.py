@@ -55,7 +55,9 @@ def main(argv=None):
     step = training.make_train_step(model, optimizer, strategy, config.train.grad_clip_norm)
 
     data = pipeline.tokenize_split(train_split, model.vectorizer)
-    batches = pipeline.epoch_order(data, config.train.sampling, config.train.batch_size, config.train.seed, 0)
+    batches = pipeline.epoch_order(
+        data, config.train.sampling, config.train.batch_size, config.train.seed, 0, config.train.bucket_by_length
+    )
     needed = args.warmup + args.steps
     dataset = iter(pipeline.training_dataset(data, np.resize(batches, (needed, batches.shape[1]))))
     for _ in range(args.warmup):

@@ -43,7 +43,7 @@ class CheckpointScorer:
         return _batched(self._encode_image, features, batch_size)
 
     def encode_texts(self, captions, batch_size=256):
-        return _batched(self._encode_text, np.asarray(captions, dtype=object), batch_size)
+        return _encode_texts(self._encode_text, captions, batch_size)
 
     def similarity(self, image_encodings, text_encodings):
         return self._similarity(image_encodings, text_encodings).numpy()
@@ -65,10 +65,18 @@ class SavedModelScorer:
         return _batched(self.loaded.encode_image, features, batch_size)
 
     def encode_texts(self, captions, batch_size=256):
-        return _batched(self.loaded.encode_text, np.asarray(captions, dtype=object), batch_size)
+        return _encode_texts(self.loaded.encode_text, captions, batch_size)
 
     def similarity(self, image_encodings, text_encodings):
         return self.loaded.similarity(image_encodings, text_encodings).numpy()
+
+
+def _encode_texts(function, captions, batch_size):
+    """Encodes captions in batches of similar length (less padding to run
+    through a recurrent encoder), returning them in the original order."""
+    order = np.argsort([len(c.split()) for c in captions], kind="stable")
+    encodings = _batched(function, np.asarray(captions, dtype=object)[order], batch_size)
+    return encodings[np.argsort(order)]
 
 
 def _batched(function, items, batch_size):

@@ -137,7 +137,8 @@ class Trainer:
         best_checkpoint = best.latest_checkpoint
         tf.train.Checkpoint(model=model).restore(best_checkpoint).expect_partial()
         results = {
-            "dev": loop.validate_metrics(),
+            # The best validation's metrics, unless this process never saw it.
+            "dev": loop.best_dev_metrics or loop.validate_metrics(),
             "test": self._test_metrics(scorer),
             "checkpoint": best_checkpoint,
         }
@@ -147,6 +148,9 @@ class Trainer:
         return results
 
     def _prepare_model_dir(self):
+        if not self.is_chief:
+            # Other workers follow the chief, which writes config.json.
+            return
         has_run = (self.model_dir / "config.json").exists()
         if self.resume and not has_run:
             raise InputError(f"--resume: {self.model_dir} holds no training run to resume")
@@ -247,6 +251,7 @@ class _Loop:
         self.scorer = scorer
         self.dev_split = dev_split
         self.stop = False
+        self.best_dev_metrics = None
         logs = trainer.model_dir / "logs"
         chief = trainer.is_chief
         self.train_writer = tf.summary.create_file_writer(str(logs / "train")) if chief else tf.summary.create_noop_writer()
@@ -306,6 +311,7 @@ class _Loop:
                  result["i2t_r1"], result["t2i_r1"], "  new best" if improved else "")
         if improved:
             self.state.best_rsum.assign(result["rsum"])
+            self.best_dev_metrics = result
             self.state.validations_since_best.assign(0)
             self.best.save(checkpoint_number=step)
         else:
