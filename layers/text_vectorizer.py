@@ -10,28 +10,35 @@ from data.tokenizer import tokenize
 class TextVectorizer(keras.layers.Layer):
     """Tokenises captions in-graph and maps tokens to vocabulary ids.
 
-    Tokenisation is `data.tokenizer.tokenize` (NLTK Treebank rules after
-    lowercasing, as TF string ops), so a SavedModel holding this layer takes
-    raw strings and tokenises exactly as training did.
+    Tokenisation is `data.tokenizer.tokenize`: lowercasing, then NLTK's
+    Treebank word tokenizer rules as TF string ops. The vocabulary is a
+    lookup table tracked by the layer, so a SavedModel holding it takes raw
+    strings and tokenises exactly as training did.
 
     Args:
-      vocabulary: token list; index 0 must be `<pad>` and 1 `<unk>`.
+      vocabulary: the full token list, index = id; index 0 must be `<pad>`
+        and 1 `<unk>` (see `data.vocabulary.Vocabulary`).
       max_length: keep only the first `max_length` tokens of a caption
-        (a paper's protocol, e.g. 16 in Francis et al.); None keeps all.
-      max_input_tokens: captions with more tokens than this are rejected, so
-        that a stray document cannot run an unbounded recurrence.
+        (a paper's protocol, e.g. 16 words in Francis et al.); None keeps
+        all.
+      max_input_tokens: captions with more tokens than this (before the cut
+        to `max_length`) are rejected, so that a stray document sent to a
+        served model cannot run an unbounded recurrence.
 
     Call args:
-      texts: tf.string [B].
+      texts: tf.string [B], raw captions.
 
     Returns:
-      int32 [B, L] token ids, 0-padded, L = the longest (cut) caption of the
-      batch; unknown words are 1. `ids != 0` is the padding mask.
+      int32 [B, L] token ids padded with 0, L = the longest caption of the
+      batch after the cut to `max_length`; unknown words are 1. The
+      tokenizer splits "<pad>" into "<", "pad", ">", so id 0 is only ever
+      padding and `ids != 0` is the mask for downstream layers.
 
     Raises:
-      tf.errors.InvalidArgumentError ("empty caption" / "caption has more
-      than N tokens") when called on such a caption, in eager mode, in a
-      tf.function and in a reloaded SavedModel alike.
+      tf.errors.InvalidArgumentError: "empty caption" when a caption has no
+        tokens, "caption has more than N tokens" when one is over
+        `max_input_tokens`; raised by graph assertions, so eagerly, in a
+        tf.function and in a reloaded SavedModel alike.
     """
 
     def __init__(self, vocabulary, max_length=None, max_input_tokens=512, **kwargs):
@@ -42,6 +49,10 @@ class TextVectorizer(keras.layers.Layer):
         self.max_input_tokens = max_input_tokens
         if self.vocabulary[:2] != ["<pad>", "<unk>"]:
             raise ValueError("vocabulary must start with '<pad>', '<unk>'")
+        if max_length is not None and max_length < 1:
+            raise ValueError(f"max_length must be positive or None, got {max_length}")
+        # A static hash table is a tracked resource: tf.saved_model.save
+        # writes its keys and values into the SavedModel.
         self.table = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(
                 tf.constant(self.vocabulary[2:], tf.string),
@@ -61,14 +72,18 @@ class TextVectorizer(keras.layers.Layer):
                 message=f"caption has more than {self.max_input_tokens} tokens",
             ),
         ]
+        if self.max_length is not None:
+            tokens = tokens[:, : self.max_length]
         with tf.control_dependencies(checks):
             ids = tf.ragged.map_flat_values(self.table.lookup, tokens)
-        if self.max_length is not None:
-            ids = ids[:, : self.max_length]
         return tf.cast(ids.to_tensor(default_value=0), tf.int32)
 
     def compute_output_shape(self, texts_shape):
-        return (texts_shape[0], self.max_length)
+        # L depends on the batch, even with max_length set.
+        return (texts_shape[0], None)
+
+    def compute_output_spec(self, texts):
+        return keras.KerasTensor(self.compute_output_shape(texts.shape), dtype="int32")
 
     def get_config(self):
         return {

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from data.errors import InputError
@@ -15,17 +17,42 @@ def test_specials_then_words_by_count_then_alphabetically():
 def test_min_count_and_max_size():
     assert Vocabulary.build(CAPTIONS, min_count=2).tokens == ["<pad>", "<unk>", "a", "dog", "runs"]
     assert Vocabulary.build(CAPTIONS, max_size=1).tokens == ["<pad>", "<unk>", "a"]
+    assert Vocabulary.build(CAPTIONS, min_count=2, max_size=10).tokens == ["<pad>", "<unk>", "a", "dog", "runs"]
 
 
-def test_json_round_trip_and_bad_files(tmp_path):
-    vocabulary = Vocabulary.build(CAPTIONS)
+def test_special_tokens_in_captions_do_not_collide():
+    # The tokenizer splits "<pad>" into "<", "pad", ">".
+    assert Vocabulary.build(["<pad> <unk>"]).tokens == ["<pad>", "<unk>", "<", ">", "pad", "unk"]
+
+
+def test_constructor_rejects_bad_token_lists():
+    for tokens in (["a", "b"], ["<pad>", "<unk>", "a", "a"], ["<pad>", "<unk>", 3]):
+        with pytest.raises(ValueError):
+            Vocabulary(tokens)
+
+
+def test_json_round_trip_leaves_no_partial_file(tmp_path):
+    vocabulary = Vocabulary.build(CAPTIONS + ["Café"])
     vocabulary.save(tmp_path / "vocab.json")
     assert Vocabulary.load(tmp_path / "vocab.json").tokens == vocabulary.tokens
-    with pytest.raises(InputError, match="not found"):
-        Vocabulary.load(tmp_path / "missing.json")
-    (tmp_path / "bad.json").write_text("{oops")
-    with pytest.raises(InputError, match="bad.json: not a vocabulary file"):
-        Vocabulary.load(tmp_path / "bad.json")
-    (tmp_path / "nospecials.json").write_text('{"tokens": ["a", "b"]}')
-    with pytest.raises(InputError, match="nospecials.json"):
-        Vocabulary.load(tmp_path / "nospecials.json")
+    assert [p.name for p in tmp_path.iterdir()] == ["vocab.json"]
+    vocabulary.save(tmp_path / "vocab.json")
+    assert Vocabulary.load(tmp_path / "vocab.json").tokens == vocabulary.tokens
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "vocab.json: vocabulary file not found"),
+    (b"{oops", "vocab.json: not a vocabulary file: invalid JSON"),
+    (b"\xff\xfe", "vocab.json: cannot read the vocabulary file"),
+    (b"[1, 2]", 'vocab.json: not a vocabulary file: no "tokens" list'),
+    (b'{"words": []}', 'vocab.json: not a vocabulary file: no "tokens" list'),
+    (b'{"tokens": "abc"}', 'vocab.json: not a vocabulary file: "tokens" is not a list'),
+    (json.dumps({"tokens": ["a", "b"]}).encode(), "vocab.json: not a vocabulary file: a vocabulary starts with"),
+])
+def test_bad_files_raise_one_line_input_errors(tmp_path, content, message):
+    path = tmp_path / "vocab.json"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(InputError, match=message) as error:
+        Vocabulary.load(path)
+    assert "\n" not in str(error.value)
