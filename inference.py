@@ -5,6 +5,7 @@ captions, similarity of encodings), so `evaluate_split` runs one protocol for
 both and a checkpoint and its export give the same numbers.
 """
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -119,13 +120,18 @@ def evaluate_split(scorer, data_root, split_name, image_features="ims", protocol
         image_encodings = scorer.encode_images(split.images, batch_size)
         text_encodings = scorer.encode_texts(split.captions, batch_size)
     except tf.errors.InvalidArgumentError as error:
-        raise InputError(f"{data_root}: {split_name} captions: {first_line(error)}") from None
+        raise InputError(f"{Path(data_root) / (split_name + '_caps.txt')}: {first_line(error)}") from None
     return evaluate.evaluate_encodings(
         scorer.similarity, image_encodings, text_encodings, split.caption_image, protocol
     )
 
 
 def first_line(error):
-    """The message of a TensorFlow error without its graph traceback."""
+    """The message of a TensorFlow error without its graph traceback: the
+    text of a failed assertion (e.g. "empty caption: ..."), else the first
+    line."""
     message = getattr(error, "message", str(error))
-    return message.strip().splitlines()[0]
+    assertion = re.search(r"assertion failed: \[([^\]]*)\]", message)
+    if assertion:
+        return assertion.group(1).strip()
+    return next(line for line in message.strip().splitlines() if line.strip())

@@ -138,3 +138,65 @@ def test_sigkill_then_resume_ends_where_an_uninterrupted_run_ends(trained, tmp_p
     for split in ("dev", "test"):
         for name, value in expected[split].items():
             assert resumed[split][name] == pytest.approx(value, abs=1e-6), (split, name)
+
+
+def test_evaluate_rejects_bad_data_with_one_line_errors(trained, tmp_path, capsys):
+    import shutil
+
+    import evaluate
+    from tests.helpers import EMBEDDED_DATA
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("test_caps.txt", "test_ims.npy"):
+        shutil.copy(EMBEDDED_DATA / name, data / name)
+    captions = (data / "test_caps.txt").read_text().splitlines()
+    (data / "test_caps.txt").write_text("\n".join(["a dog " * 300] + captions[1:]) + "\n")
+    cases = [
+        ("test_caps.txt: caption has more than 512 tokens", None),
+        ("image features have dimension 7, the model expects 1280", lambda: np.save(data / "test_ims.npy", np.ones((1000, 7)))),
+        ("4999 captions for 1000 images", lambda: (data / "test_caps.txt").write_text("\n".join(captions[1:]) + "\n")),
+    ]
+    for message, corrupt in cases:
+        if corrupt:
+            corrupt()
+        for source in (["--model-dir", str(trained)], ["--saved-model", str(trained / "saved_model")]):
+            assert evaluate.main([*source, "--data", str(data)]) == 2
+            err = capsys.readouterr().err.strip()
+            assert message in err and len(err.splitlines()) == 1, err
+
+
+def test_saved_model_rejects_empty_and_over_long_captions(trained):
+    import tensorflow as tf
+
+    from inference import first_line
+
+    loaded = tf.saved_model.load(str(trained / "saved_model"))
+    for text, message in (("", "empty caption"), ("dog " * 513, "more than 512 tokens")):
+        with pytest.raises(tf.errors.InvalidArgumentError) as error:
+            loaded.encode_text(tf.constant(["a dog", text]))
+        assert message in first_line(error.value)
+
+
+def test_early_stopping_and_reduce_on_plateau(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    model_dir = tmp_path / "stalled"
+    # A learning rate this small cannot change any rank: no validation after
+    # the first improves, so the plateau cuts the rate and training stops.
+    stalled = [*TINY, "--set", "train.learning_rate=1e-12", "--set", "train.validate_every=3",
+               "--set", "train.early_stopping_patience=2", "--set", "train.plateau_patience=1",
+               "--set", "train.log_every=1"]
+    assert train.main(["--model", "gru", "--preset", "quick", "--model-dir", str(model_dir), *stalled]) == 0
+    assert (model_dir / "checkpoints" / "ckpt-9.index").exists()
+    assert not (model_dir / "checkpoints" / "ckpt-12.index").exists()
+    accumulator = EventAccumulator(str(model_dir / "logs" / "train"), size_guidance={"tensors": 0})
+    accumulator.Reload()
+    rates = {e.step: float(tf_value(e)) for e in accumulator.Tensors("learning_rate")}
+    assert rates[6] == pytest.approx(1e-12) and rates[7] == pytest.approx(1e-13) and max(rates) == 9
+
+
+def tf_value(event):
+    import tensorflow as tf
+
+    return tf.make_ndarray(event.tensor_proto)
