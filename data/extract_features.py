@@ -1,157 +1,247 @@
 """Extracts CNN image features into the VSE++ precomp layout.
 
     python -m data.extract_features --images DIR --flickr-text DIR --out DIR
-    python -m data.extract_features --images DIR --karpathy dataset_coco.json --out DIR \\
-        [--backbone resnet152|vgg16|vgg19] [--crops 10|1] [--weights imagenet|none|PATH]
+    python -m data.extract_features --images DIR --karpathy dataset_coco.json --out DIR
+        [--splits train,dev,test] [--backbone resnet152|vgg16|vgg19] [--crops 10|1]
+        [--weights imagenet|none|PATH] [--batch-size 16]
 
-Features, as in the papers: ResNet-152's global-average-pooled last block
-(2048-d) or VGG's fc7 (the `fc2` layer, 4096-d). With 10 crops (the
-default) each image is resized to 256x256 and the features of the 224x224
-crops at its four corners and centre, and of their mirror images, are
-averaged; with 1 crop the image is resized to 224x224.
+The captions and the split of each image come from the Flickr8k text release
+(`--flickr-text`) or from Karpathy's JSON (`--karpathy`; Flickr8k, Flickr30k
+or COCO, whose file names include `train2014/` or `val2014/`); image files are
+looked up relative to `--images`. Each split is written to `--out` as
+`{split}_ims.npy` (one float32 row per image), `{split}_caps.txt` and
+`{split}_ids.txt`, which `train.py --data` reads.
 
-Keras downloads the ImageNet weights on first use into ~/.keras/models/;
-without internet access, put the file there or pass --weights PATH.
+Features, as in the papers: ResNet-152's global average pool (2048-d) or
+VGG's fc7, the `fc2` layer (4096-d), with each backbone's own ImageNet
+preprocessing. With 10 crops (the default, the papers' protocol) each image
+is resized to 256x256 and the features of the 224x224 crops at its four
+corners and centre, and of their horizontal mirrors, are averaged; with 1
+crop the whole image is resized to 224x224. The aspect ratio is not kept.
+
+Keras downloads the ImageNet weights on first use into ~/.keras/models/
+($KERAS_HOME/models/ if set); offline, put the file named in the error
+message there, or pass its path as --weights PATH.
 """
 
 import argparse
+import dataclasses
+import logging
+import os
 import sys
 from pathlib import Path
 
+import keras
 import numpy as np
+import tensorflow as tf
 
 from data import readers
 from data.errors import InputError
 
-CROP, RESIZE = 224, 256
-WEIGHTS_URL = "https://storage.googleapis.com/tensorflow/keras-applications/"
+CROP = 224
+RESIZE = 256  # the side of the image the 10 crops are cut from
+LOG_EVERY = 100  # batches
+
+log = logging.getLogger("extract_features")
 
 
-def _backbones():
-    import keras
+@dataclasses.dataclass(frozen=True)
+class Backbone:
+    """A `keras.applications` network and the layer whose output is the feature.
 
-    apps = keras.applications
-    # name -> (constructor, preprocess, constructor kwargs, feature layer or None, ImageNet weights file)
-    return {
-        "resnet152": (apps.ResNet152, apps.resnet.preprocess_input, {"include_top": False, "pooling": "avg"}, None,
-                      "resnet/resnet152_weights_tf_dim_ordering_tf_kernels_notop.h5"),
-        "vgg16": (apps.VGG16, apps.vgg16.preprocess_input, {"include_top": True}, "fc2",
-                  "vgg16/vgg16_weights_tf_dim_ordering_tf_kernels.h5"),
-        "vgg19": (apps.VGG19, apps.vgg19.preprocess_input, {"include_top": True}, "fc2",
-                  "vgg19/vgg19_weights_tf_dim_ordering_tf_kernels.h5"),
-    }
+    Attributes:
+      application: the `keras.applications` module and constructor.
+      feature_layer: name of the layer giving the feature vector.
+      weights_url: the ImageNet weights file Keras downloads (with the top).
+    """
+    application: tuple[str, str]
+    feature_layer: str
+    weights_url: str
 
 
-def build_extractor(backbone, weights="imagenet"):
-    """A Keras model mapping preprocessed 224x224 crops to feature vectors.
+_WEIGHTS = "https://storage.googleapis.com/tensorflow/keras-applications/"
+BACKBONES = {
+    "resnet152": Backbone(
+        ("resnet", "ResNet152"), "avg_pool", _WEIGHTS + "resnet/resnet152_weights_tf_dim_ordering_tf_kernels.h5"
+    ),
+    "vgg16": Backbone(("vgg16", "VGG16"), "fc2", _WEIGHTS + "vgg16/vgg16_weights_tf_dim_ordering_tf_kernels.h5"),
+    "vgg19": Backbone(("vgg19", "VGG19"), "fc2", _WEIGHTS + "vgg19/vgg19_weights_tf_dim_ordering_tf_kernels.h5"),
+}
+
+
+def build_backbone(name, weights="imagenet"):
+    """The feature extractor of a backbone.
+
+    Args:
+      name: a key of `BACKBONES`.
+      weights: "imagenet", "none" (random, for tests) or the path of a Keras
+        weights file of the whole network (e.g. the ImageNet file).
 
     Returns:
-      (model, preprocess_input).
+      (model, preprocess_input): the model maps preprocessed [B, 224, 224, 3]
+      crops to [B, F] features; preprocess_input maps RGB in [0, 255] to the
+      model's input.
     """
-    import keras
-
-    constructor, preprocess, kwargs, layer, weights_file = _backbones()[backbone]
+    backbone = BACKBONES[name]
+    module, constructor = backbone.application
+    application = getattr(keras.applications, module)
+    if weights not in ("imagenet", "none") and not Path(weights).is_file():
+        raise InputError(f"--weights {weights}: file not found")
     try:
-        model = constructor(weights="imagenet" if weights == "imagenet" else None,
-                            input_shape=(CROP, CROP, 3), **kwargs)
-    except Exception as error:  # Keras raises a bare Exception on download failure.
-        if "URL fetch failure" not in str(error):
+        model = getattr(application, constructor)(weights=None if weights == "none" else weights)
+    except Exception as error:  # Keras raises a bare Exception when a download fails.
+        if "URL fetch failure" in str(error):
+            keras_home = os.environ.get("KERAS_HOME", os.path.join(os.path.expanduser("~"), ".keras"))
+            raise InputError(
+                f"cannot download the ImageNet weights of {name}: download {backbone.weights_url} "
+                f"into {os.path.join(keras_home, 'models')}{os.sep}, or pass --weights PATH"
+            ) from None
+        if weights in ("imagenet", "none"):
             raise
-        file_name = Path(weights_file).name
-        raise InputError(
-            f"cannot download the ImageNet weights of {backbone} ({WEIGHTS_URL}{weights_file}); "
-            f"put {file_name} in {Path.home() / '.keras' / 'models'}/ or pass --weights PATH"
-        ) from None
-    if weights not in ("imagenet", "none"):
-        try:
-            model.load_weights(weights)
-        except (OSError, ValueError) as error:
-            raise InputError(f"--weights {weights}: cannot load {backbone} weights ({str(error).splitlines()[0]})") from None
-    if layer is not None:
-        model = keras.Model(model.input, model.get_layer(layer).output)
-    return model, preprocess
+        reason = str(error).splitlines()[0]
+        raise InputError(f"--weights {weights}: not a weights file of {name} ({reason})") from None
+    features = keras.Model(model.input, model.get_layer(backbone.feature_layer).output)
+    return features, application.preprocess_input
 
 
-def crops(image, n_crops):
-    """The crops of one image: float [H, W, 3] -> [n_crops, 224, 224, 3].
+def load_image(path, size):
+    """Reads an image file as float32 RGB [size, size, 3] in [0, 255] (graph-safe)."""
+    image = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
+    # Antialiasing keeps downscaled photos from aliasing, as PIL's resize does.
+    return tf.image.resize(image, (size, size), antialias=True)
 
-    10 crops: resized to 256x256, the 224x224 top-left, top-right,
-    bottom-left, bottom-right and centre crops, then their horizontal
-    mirrors. 1 crop: the image resized to 224x224.
+
+def ten_crops(images, size):
+    """The papers' 10 views of each image.
+
+    Args:
+      images: [B, H, W, C].
+      size: the side of the square crops.
+
+    Returns:
+      [B, 10, size, size, C]: the top-left, top-right, bottom-left,
+      bottom-right and centre crops, then the same five mirrored left-right.
     """
-    import tensorflow as tf
-
-    if n_crops == 1:
-        return tf.image.resize(image, (CROP, CROP))[None]
-    resized = tf.image.resize(image, (RESIZE, RESIZE))
-    far, centre = RESIZE - CROP, (RESIZE - CROP) // 2
-    corners = [(0, 0), (0, far), (far, 0), (far, far), (centre, centre)]
-    five = tf.stack([resized[y : y + CROP, x : x + CROP] for y, x in corners])
-    return tf.concat([five, tf.reverse(five, axis=[2])], axis=0)
+    height, width = images.shape[1], images.shape[2]
+    bottom, right = height - size, width - size
+    offsets = [(0, 0), (0, right), (bottom, 0), (bottom, right), (bottom // 2, right // 2)]
+    crops = [images[:, y : y + size, x : x + size] for y, x in offsets]
+    crops += [tf.reverse(crop, axis=[2]) for crop in crops]
+    return tf.stack(crops, axis=1)
 
 
-def read_image(path):
-    import tensorflow as tf
+class FeatureExtractor:
+    """Features of image files, averaged over their crops.
 
-    try:
-        image = tf.io.decode_image(tf.io.read_file(str(path)), channels=3, expand_animations=False)
-    except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as error:
-        raise InputError(f"{path}: unreadable image ({error.message.strip().splitlines()[0]})") from None
-    return tf.cast(image, tf.float32)
+    Args:
+      model, preprocess: from `build_backbone`.
+      crops: 10 (resize to 256x256, `ten_crops`) or 1 (resize to 224x224).
+
+    Call with (paths, batch_size) -> float32 [len(paths), F], in path order.
+    """
+
+    def __init__(self, model, preprocess, crops):
+        self.model = model
+        self.preprocess = preprocess
+        self.crops = crops
+        self.size = RESIZE if crops == 10 else CROP
+        # Traced once for all batches and splits (tracing ResNet-152 takes seconds).
+        self._encode = tf.function(
+            self._encode_batch, input_signature=[tf.TensorSpec([None, self.size, self.size, 3], tf.float32)]
+        )
+
+    def _encode_batch(self, images):
+        views = ten_crops(images, CROP) if self.crops == 10 else images[:, None]
+        features = self.model(self.preprocess(tf.reshape(views, [-1, CROP, CROP, 3])), training=False)
+        return tf.reduce_mean(tf.reshape(features, [tf.shape(images)[0], self.crops, -1]), axis=1)
+
+    def __call__(self, paths, batch_size):
+        dataset = (
+            tf.data.Dataset.from_tensor_slices([str(path) for path in paths])
+            .map(lambda path: load_image(path, self.size), num_parallel_calls=tf.data.AUTOTUNE)
+            .batch(batch_size)
+            .prefetch(tf.data.AUTOTUNE)
+        )
+        features = []
+        try:
+            for images in dataset:
+                features.append(self._encode(images).numpy())
+                if len(features) % LOG_EVERY == 0:
+                    log.info("%d/%d images", min(len(features) * batch_size, len(paths)), len(paths))
+        except tf.errors.InvalidArgumentError:
+            # tf.data does not say which file failed: decode the files of the
+            # failed batch and after it one by one to name it.
+            _raise_first_unreadable(paths[len(features) * batch_size :], self.size)
+            raise
+        return np.concatenate(features).astype(np.float32)
 
 
-def extract(model, preprocess, paths, n_crops, batch_size):
-    """Features of the images at `paths`, averaged over their crops: [n, D]."""
-    import tensorflow as tf
-
-    features = []
-    for start in range(0, len(paths), batch_size):
-        batch = tf.concat([crops(read_image(p), n_crops) for p in paths[start : start + batch_size]], axis=0)
-        out = model.predict_on_batch(preprocess(batch.numpy()))
-        features.append(np.asarray(out).reshape(-1, n_crops, out.shape[-1]).mean(axis=1))
-    return np.concatenate(features).astype(np.float32)
+def _raise_first_unreadable(paths, size):
+    """Raises an InputError naming the first of `paths` that does not decode."""
+    for path in paths:
+        try:
+            load_image(str(path), size)
+        except tf.errors.InvalidArgumentError as error:
+            reason = error.message.split("}}")[-1].split("[Op:")[0].strip()
+            raise InputError(f"{path}: not a readable image ({reason})") from None
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--images", required=True, help="folder holding the image files")
+    parser.add_argument("--images", required=True, help="folder of the image files")
     parser.add_argument("--out", required=True, help="output folder (precomp layout)")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--flickr-text", help="folder of the Flickr8k text release (Flickr8k.token.txt + split files)")
     source.add_argument("--karpathy", help="Karpathy's dataset_{flickr8k,flickr30k,coco}.json")
-    parser.add_argument("--splits", default="train,dev,test")
-    parser.add_argument("--backbone", default="resnet152", choices=("resnet152", "vgg16", "vgg19"))
-    parser.add_argument("--crops", type=int, default=10, choices=(1, 10))
+    parser.add_argument("--splits", default="train,dev,test", help="comma-separated splits to extract")
+    parser.add_argument("--backbone", default="resnet152", choices=sorted(BACKBONES))
+    parser.add_argument("--crops", type=int, default=10, choices=(1, 10), help="10: the papers' 10-crop average")
     parser.add_argument("--weights", default="imagenet", help="imagenet, none (random, for tests) or a weights file")
-    parser.add_argument("--batch-size", type=int, default=32, help="images per forward pass")
+    parser.add_argument("--batch-size", type=_positive_int, default=16, help="images per forward pass")
     return parser.parse_args(argv)
+
+
+def _positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
 
 
 def main(argv=None):
     args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
-        images = Path(args.images)
-        if not images.is_dir():
-            raise InputError(f"--images {images}: folder not found")
-        splits = {}
-        for split in args.splits.split(","):
-            if args.flickr_text:
-                data = readers.read_flickr_text(args.flickr_text, split)
-            else:
-                data = readers.read_karpathy_json(args.karpathy, split)
-            missing = next((f for f in data.image_files if not (images / f).is_file()), None)
-            if missing is not None:
-                raise InputError(f"{images}: image {missing} of split {split} is missing")
-            splits[split] = data
-        model, preprocess = build_extractor(args.backbone, args.weights)
-        for split, data in splits.items():
-            paths = [images / f for f in data.image_files]
-            features = extract(model, preprocess, paths, args.crops, args.batch_size)
-            readers.write_precomp(args.out, split, features, data)
-            print(f"{split}: {features.shape[0]} images, {features.shape[1]}-d features -> {args.out}")
+        return _run(args)
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+
+
+def _run(args):
+    images = Path(args.images)
+    if not images.is_dir():
+        raise InputError(f"--images {images}: folder not found")
+    # Every split is checked before the (slow) network is built.
+    splits = {}
+    for split in args.splits.split(","):
+        if args.flickr_text:
+            data = readers.read_flickr_text(args.flickr_text, split)
+        else:
+            data = readers.read_karpathy_json(args.karpathy, split)
+        if not data.image_files:
+            raise InputError(f"{args.flickr_text or args.karpathy}: split {split} has no images")
+        missing = next((name for name in data.image_files if not (images / name).is_file()), None)
+        if missing is not None:
+            raise InputError(f"{images / missing}: image of split {split} not found")
+        splits[split] = data
+    extract = FeatureExtractor(*build_backbone(args.backbone, args.weights), args.crops)
+    for split, data in splits.items():
+        log.info("%s: %d images, %s, %d crop(s)", split, len(data.image_files), args.backbone, args.crops)
+        paths = [images / name for name in data.image_files]
+        features = extract(paths, args.batch_size)
+        readers.write_precomp(args.out, split, features, data)
+        log.info("%s: wrote %s features to %s", split, features.shape, args.out)
     return 0
 
 

@@ -16,7 +16,6 @@ the file.
 import dataclasses
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -41,9 +40,9 @@ class RetrievalSplit:
     """
 
     images: np.ndarray
-    captions: list
+    captions: list[str]
     caption_image: np.ndarray
-    image_ids: list
+    image_ids: list[str]
     source: str
 
 
@@ -56,18 +55,28 @@ class ImageCaptions:
       captions: the captions of each image.
     """
 
-    image_files: list
-    captions: list
+    image_files: list[str]
+    captions: list[list[str]]
 
 
 def load_precomp(root, split, image_features="ims"):
     """Reads one split of the VSE++ precomp layout.
 
+    Args:
+      root: the folder holding the split's files.
+      split: "train", "dev", "test" or any other file name prefix.
+      image_features: the stem suffix of the feature file,
+        `{split}_{image_features}.npy` ("ims", or "stages").
+
+    Returns:
+      A `RetrievalSplit`.
+
     The layout is detected as VSE++ does: if the feature file has as many
-    rows as there are captions, it holds one row per caption, and VSE++
-    evaluates with every 5th row, so those rows are kept as the images
-    (caption j -> image j // 5); otherwise it holds one row per image and
-    the captions file must hold exactly 5 captions per image, in image order.
+    rows as there are captions, it holds one row per caption (caption j
+    describes row j), and VSE++ evaluates with every 5th row only, so those
+    rows are kept as the images (caption j -> image j // 5); otherwise it
+    holds one row per image and the captions file must hold exactly 5
+    captions per image, in image order.
     """
     root = Path(root)
     if not root.is_dir():
@@ -77,8 +86,13 @@ def load_precomp(root, split, image_features="ims"):
     features = _load_features(features_path)
     captions = _read_lines(captions_path, "caption")
     if len(features) == len(captions):
+        if len(captions) % CAPTIONS_PER_IMAGE:
+            raise InputError(
+                f"{captions_path}: {len(captions)} captions, one row each in {features_path.name}, "
+                f"is not a multiple of {CAPTIONS_PER_IMAGE} captions per image"
+            )
         features = features[::CAPTIONS_PER_IMAGE]
-    if len(captions) != CAPTIONS_PER_IMAGE * len(features):
+    elif len(captions) != CAPTIONS_PER_IMAGE * len(features):
         raise InputError(
             f"{captions_path}: {len(captions)} captions for {len(features)} images in {features_path.name}; "
             f"expected {CAPTIONS_PER_IMAGE} per image"
@@ -105,7 +119,8 @@ def _load_features(path):
         raise InputError(f"{path}: feature file not found") from None
     except (OSError, ValueError, EOFError) as error:
         raise InputError(f"{path}: not a readable .npy array ({str(error).splitlines()[0]})") from None
-    if features.ndim != 2 or not np.issubdtype(features.dtype, np.number) or len(features) == 0:
+    real = np.issubdtype(features.dtype, np.integer) or np.issubdtype(features.dtype, np.floating)
+    if features.ndim != 2 or not real or len(features) == 0:
         raise InputError(f"{path}: expected a non-empty 2-D numeric array, got shape {features.shape} {features.dtype}")
     features = features.astype(np.float32)
     finite = np.isfinite(features).all(axis=1)
@@ -115,12 +130,18 @@ def _load_features(path):
 
 
 def _read_lines(path, what):
+    """The stripped lines of a text file; an empty line is an error."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
     except (OSError, UnicodeDecodeError) as error:
         raise InputError(f"{path}: unreadable ({error})") from None
+    # Lines end at "\n" only (as VSE++ reads them): `str.splitlines` would
+    # also split a caption at U+2028, \x1c and the like.
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             raise InputError(f"{path}: line {number} is an empty {what}")
@@ -130,10 +151,19 @@ def _read_lines(path, what):
 def read_flickr_text(root, split, token_file="Flickr8k.token.txt", split_pattern="Flickr_8k.{split}Images.txt"):
     """One split of the original Flickr8k text release.
 
-    `Flickr8k.token.txt` lines are `<image>#<k>\\t<caption>`; the split files
-    list one image file name a line. Token-file lines for images in no split
-    (such as the junk id `2258277193_586949ec62.jpg.1`) are ignored.
-    Flickr30k's release has no split files: use Karpathy's JSON for it.
+    Args:
+      root: the release folder.
+      split: "train", "dev" or "test".
+      token_file: the caption file: lines `<image>#<k>\\t<caption>`.
+      split_pattern: the split file name; it lists one image file a line.
+
+    Returns:
+      `ImageCaptions`: the images in split-file order, each with its
+      captions in `#k` order. Token-file lines for images in no split (such
+      as Flickr8k's junk id `2258277193_586949ec62.jpg.1`) are ignored.
+
+    Flickr30k's release (`results_20130124.token`) has the same caption
+    lines but no split files: use Karpathy's JSON for Flickr30k.
     """
     root = Path(root)
     token_path = root / token_file
@@ -155,11 +185,20 @@ def read_flickr_text(root, split, token_file="Flickr8k.token.txt", split_pattern
 
 
 def read_karpathy_json(path, split):
-    """One split of Karpathy's `dataset_*.json`.
+    """One split of Karpathy's `dataset_{flickr8k,flickr30k,coco}.json`.
+
+    Args:
+      path: the JSON file.
+      split: "train", "dev" or "test".
+
+    Returns:
+      `ImageCaptions` in file order; COCO's files are `filepath/filename`.
 
     Split names follow the precomp layout: the JSON's "val" is "dev", and
-    COCO's "restval" images join "train" (as VSE++ trains on COCO). Images
-    with more than 5 captions (a few in COCO) keep their first 5, as VSE++.
+    COCO's "restval" images join "train", as VSE++'s `--use_restval` does
+    (its dev and test images are untouched). Images with more than 5
+    captions (a few in COCO) keep their first 5, as the precomp files of
+    VSE++ do.
     """
     path = Path(path)
     if split not in SPLITS:
@@ -178,31 +217,57 @@ def read_karpathy_json(path, split):
 
 
 def write_precomp(root, split, features, data, captions_per_image=CAPTIONS_PER_IMAGE):
-    """Writes `{split}_ims.npy`, `{split}_caps.txt` and `{split}_ids.txt`.
+    """Writes one split in the precomp layout, one feature row per image.
+
+    Args:
+      root: the output folder (created if needed).
+      split: the file name prefix.
+      features: [n_images, F], written as float32 to `{split}_ims.npy`.
+      data: the split's `ImageCaptions`; the first `captions_per_image`
+        captions of each image go to `{split}_caps.txt`, the image files to
+        `{split}_ids.txt`.
+      captions_per_image: an image with fewer captions is an `InputError`.
 
     Each file is written aside and renamed into place, so an interrupted
     run never leaves a half-written file.
     """
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    if len(features) != len(data.image_files):
-        raise ValueError(f"{len(features)} feature rows for {len(data.image_files)} images")
+    captions_path = root / f"{split}_caps.txt"
+    features = np.asarray(features, np.float32)
+    if features.ndim != 2 or len(features) != len(data.image_files):
+        raise ValueError(f"features of shape {features.shape} for {len(data.image_files)} images")
+    finite = np.isfinite(features).all(axis=1)
+    if not finite.all():
+        bad = data.image_files[int(np.argmin(finite))]
+        raise InputError(f"{root / f'{split}_ims.npy'}: the features of image {bad} hold NaN or inf")
     lines = []
     for image, captions in zip(data.image_files, data.captions):
-        if len(captions) < captions_per_image:
-            raise InputError(f"image {image} has {len(captions)} captions, fewer than {captions_per_image}")
-        lines.extend(c.replace("\n", " ") for c in captions[:captions_per_image])
-    _atomic_write(root / f"{split}_ims.npy", lambda f: np.save(f, np.asarray(features, np.float32)))
-    _atomic_write(root / f"{split}_caps.txt", lambda f: f.write(("\n".join(lines) + "\n").encode("utf-8")))
+        # Runs of whitespace, newlines included, become one space: the
+        # captions file holds one caption a line.
+        captions = [" ".join(c.split()) for c in captions[:captions_per_image]]
+        if len(captions) < captions_per_image or not all(captions):
+            raise InputError(
+                f"{captions_path}: image {image} has {sum(map(bool, captions))} non-empty captions, "
+                f"fewer than {captions_per_image}"
+            )
+        lines.extend(captions)
+    root.mkdir(parents=True, exist_ok=True)
+    _atomic_write(root / f"{split}_ims.npy", lambda f: np.save(f, features))
+    _atomic_write(captions_path, lambda f: f.write(("\n".join(lines) + "\n").encode("utf-8")))
     _atomic_write(root / f"{split}_ids.txt", lambda f: f.write(("\n".join(data.image_files) + "\n").encode("utf-8")))
 
 
 def _atomic_write(path, write):
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    """Calls `write(binary_file)` on a temporary file, then renames it to `path`."""
+    # Not `tempfile.mkstemp`: its files are private (0600); this one gets
+    # the permissions of any new file (umask).
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with os.fdopen(handle, "wb") as file:
+        with open(tmp, "wb") as file:
             write(file)
+            file.flush()
+            os.fsync(file.fileno())
         os.replace(tmp, path)
     finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        if tmp.exists():
+            tmp.unlink()

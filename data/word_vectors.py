@@ -1,73 +1,147 @@
-"""Pretrained word vectors for initialising a model's word embedding.
+"""Pretrained word vectors for the word embedding of a text encoder.
 
-Any file gensim's `KeyedVectors` reads: word2vec binary (`.bin`), word2vec
-text (a "<count> <dim>" header line), or GloVe text (no header). Or, with no
-file, a word2vec model trained on the training captions.
+Three file formats are read (`load_word_vectors`), optionally gzipped:
+- word2vec binary: a header line `<words> <dimension>`, then per word
+  `<word> <dimension float32s>` (e.g. GoogleNews-vectors-negative300.bin);
+- word2vec text: the same header, then `<word> <floats...>` lines;
+- GloVe text: the word2vec text lines without the header line.
+Or vectors are trained on the training captions (`train_word2vec`).
+`embedding_matrix` turns either into the initial embedding of a vocabulary.
 """
 
+import gzip
 from pathlib import Path
 
 import numpy as np
+from gensim.models import KeyedVectors, Word2Vec
 
 from data.errors import InputError
 
+# Words without a vector start as the model's own embedding does (VSE++
+# draws every word embedding uniformly from [-0.1, 0.1]).
+RANDOM_INIT_SCALE = 0.1
+
 
 def load_word_vectors(path):
-    """Reads a word-vector file; returns gensim `KeyedVectors`."""
-    from gensim.models import KeyedVectors
+    """Reads word vectors in word2vec binary, word2vec text or GloVe format.
 
+    The format is detected from the content: a first line of two integers
+    is the word2vec header; the word2vec file is text if its second line is
+    a word and `dimension` numbers, binary otherwise.
+
+    Args:
+      path: the vector file (a `.gz` suffix means gzipped).
+
+    Returns:
+      `gensim.models.KeyedVectors`, with `source` set to the path for messages.
+    """
     path = Path(path)
+    has_header, binary = _sniff_format(path)
     try:
-        binary = path.suffix == ".bin"
-        no_header = False
-        if not binary:
-            with open(path, encoding="utf-8") as file:
-                first = file.readline().split()
-            no_header = not (len(first) == 2 and all(part.isdigit() for part in first))
-        vectors = KeyedVectors.load_word2vec_format(str(path), binary=binary, no_header=no_header)
-    except FileNotFoundError:
-        raise InputError(f"{path}: word-vector file not found") from None
-    except (OSError, UnicodeDecodeError, ValueError, EOFError) as error:
-        raise InputError(f"{path}: not a word2vec/GloVe file ({str(error).splitlines()[0]})") from None
+        vectors = KeyedVectors.load_word2vec_format(str(path), binary=binary, no_header=not has_header)
+    except (ValueError, EOFError, UnicodeDecodeError, OSError) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise InputError(f"{path}: not a word2vec or GloVe vector file ({reason})") from None
+    finite = np.isfinite(vectors.vectors).all(axis=1)
+    if not finite.all():
+        raise InputError(f"{path}: the vector of {vectors.index_to_key[int(np.argmin(finite))]!r} holds NaN or inf")
     vectors.source = str(path)
     return vectors
 
 
-def embedding_matrix(vectors, vocabulary_tokens, dim, seed):
-    """A [len(tokens), dim] float32 embedding matrix from word vectors.
+def _sniff_format(path):
+    """(has a word2vec header, is binary) from the first two lines of `path`."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as file:
+            first = file.readline()
+            second = file.readline()
+    except FileNotFoundError:
+        raise InputError(f"{path}: word vector file not found") from None
+    except OSError as error:
+        raise InputError(f"{path}: unreadable ({error})") from None
+    if not first.strip():
+        raise InputError(f"{path}: empty word vector file")
+    header = first.split()
+    if len(header) != 2 or not all(field.isdigit() for field in header):
+        return False, False
+    return True, not _is_text_vector(second, int(header[1]))
 
-    Known words take their vector (tokens are lowercase, as are GloVe's
-    words; a cased file such as GoogleNews word2vec covers fewer); the others
-    are drawn uniformly from [-0.1, 0.1] (VSE++'s initialisation); row 0,
-    `<pad>`, is zero.
+
+def _is_text_vector(line, dimension):
+    """Whether `line` (bytes) reads as `<word> <dimension numbers>`."""
+    try:
+        _, *values = line.decode("utf-8").split()
+        numbers = [float(value) for value in values]
+    except (UnicodeDecodeError, ValueError):  # ValueError also for a blank line
+        return False
+    return len(numbers) == dimension
+
+
+def embedding_matrix(vectors, vocabulary_tokens, dim, seed):
+    """The initial word embedding of a vocabulary.
+
+    Args:
+      vectors: `KeyedVectors` (from `load_word_vectors` or `train_word2vec`).
+      vocabulary_tokens: a `Vocabulary`'s tokens (index = token id):
+        `<pad>`, `<unk>`, then the words.
+      dim: the model's word embedding size; must equal the vectors' size.
+      seed: seed of the random rows.
 
     Returns:
-      (matrix, coverage): coverage is the fraction of the words (not the
-      two special tokens) found in `vectors`.
+      (matrix, coverage). matrix: float32 [len(vocabulary_tokens), dim]; a
+      word's row is its vector (looked up as is, then lowercased), `<pad>`'s
+      row is zeros, every other row (`<unk>`, words without a vector) is
+      drawn uniformly from [-0.1, 0.1]. coverage: the fraction of the words
+      that have a vector.
     """
-    source = getattr(vectors, "source", "the word vectors")
     if vectors.vector_size != dim:
+        source = getattr(vectors, "source", "the given vectors")
         raise InputError(
             f"word vectors in {source} have dimension {vectors.vector_size} but the model's word_dim is {dim} "
             f"(pass --set model.word_dim={vectors.vector_size})"
         )
     rng = np.random.default_rng(seed)
-    matrix = rng.uniform(-0.1, 0.1, size=(len(vocabulary_tokens), dim)).astype(np.float32)
-    matrix[0] = 0.0
+    matrix = rng.uniform(-RANDOM_INIT_SCALE, RANDOM_INIT_SCALE, (len(vocabulary_tokens), dim)).astype(np.float32)
+    matrix[0] = 0.0  # <pad>
+    words = vocabulary_tokens[2:]
     found = 0
-    for index, token in enumerate(vocabulary_tokens[2:], start=2):
-        if token in vectors.key_to_index:
-            matrix[index] = vectors[token]
+    for row, word in enumerate(words, start=2):
+        key = next((key for key in (word, word.lower()) if key in vectors.key_to_index), None)
+        if key is not None:
+            matrix[row] = vectors[key]
             found += 1
-    return matrix, found / max(1, len(vocabulary_tokens) - 2)
+    return matrix, found / max(len(words), 1)
 
 
 def train_word2vec(tokenized_captions, dim, seed, epochs=5):
-    """Word2vec (skip-gram) trained on tokenised captions, deterministically."""
-    from gensim.models import Word2Vec
+    """Trains skip-gram word2vec on tokenised captions, the same for the same inputs.
 
+    Skip-gram, as the papers that train or use word2vec (Klein et al. 2015,
+    Ma et al. 2015, Dong et al. 2018); gensim's defaults otherwise (window 5,
+    5 negative samples), except `min_count=1`: every training word gets a
+    vector.
+
+    Args:
+      tokenized_captions: list of token lists (the training captions).
+      dim: vector size.
+      seed: random seed.
+      epochs: passes over the captions.
+
+    Returns:
+      `KeyedVectors`.
+    """
     model = Word2Vec(
-        sentences=tokenized_captions, vector_size=dim, min_count=1, sg=1, seed=seed, workers=1, epochs=epochs
+        sentences=tokenized_captions,
+        vector_size=dim,
+        sg=1,
+        min_count=1,
+        epochs=epochs,
+        seed=seed,
+        # One worker: several make the result depend on thread scheduling.
+        workers=1,
     )
-    model.wv.source = "word2vec trained on the training captions"
-    return model.wv
+    vectors = model.wv
+    vectors.source = "word2vec trained on the training captions"
+    return vectors
+

@@ -1,83 +1,154 @@
+import os
 import shutil
+import subprocess
+import sys
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from data import extract_features, readers
-from tests.helpers import SHARED_DATA
+from data.errors import InputError
+from tests.helpers import REPO, SHARED_DATA
 
 IMAGES = sorted((SHARED_DATA / "flickr8k_images_test").glob("*.jpg"))[:3]
+NAMES = [image.name for image in IMAGES]
 
 
 @pytest.fixture
 def release(tmp_path):
-    """Three real test JPEGs and a tiny Flickr8k-style text release."""
+    """Three real test JPEGs and a tiny Flickr8k-style text release (train: 2 images, test: 1)."""
     images, text = tmp_path / "images", tmp_path / "text"
-    images.mkdir(), text.mkdir()
+    images.mkdir()
+    text.mkdir()
     for image in IMAGES:
         shutil.copy(image, images)
-    names = [image.name for image in IMAGES]
-    tokens = [f"{name}#{k}\tcaption {k} of {name} ." for name in names for k in range(5)]
+    tokens = [f"{name}#{k}\tcaption {k} of {name} ." for name in NAMES for k in range(5)]
     (text / "Flickr8k.token.txt").write_text("\n".join(tokens) + "\n")
-    (text / "Flickr_8k.trainImages.txt").write_text("\n".join(names[:2]) + "\n")
-    (text / "Flickr_8k.testImages.txt").write_text(names[2] + "\n")
+    (text / "Flickr_8k.trainImages.txt").write_text("\n".join(NAMES[:2]) + "\n")
+    (text / "Flickr_8k.testImages.txt").write_text(NAMES[2] + "\n")
     return images, text
 
 
+def run_cli(images, text, out, *extra):
+    return extract_features.main(["--images", str(images), "--flickr-text", str(text), "--out", str(out), *extra])
+
+
 def test_ten_crops_are_the_corners_centre_and_their_mirrors():
-    image = tf.reshape(tf.range(256 * 256 * 3, dtype=tf.float32), (256, 256, 3))
-    crops = extract_features.crops(image, 10)
-    assert crops.shape == (10, 224, 224, 3)
-    for index, (y, x) in enumerate([(0, 0), (0, 32), (32, 0), (32, 32), (16, 16)]):
-        np.testing.assert_array_equal(crops[index], image[y:y + 224, x:x + 224])
-        np.testing.assert_array_equal(crops[index + 5], image[y:y + 224, x:x + 224][:, ::-1])
-    assert extract_features.crops(image, 1).shape == (1, 224, 224, 3)
+    image = np.arange(5 * 6, dtype=np.float32).reshape(1, 5, 6, 1)
+    crops = extract_features.ten_crops(tf.constant(image), 3).numpy()
+    assert crops.shape == (1, 10, 3, 3, 1)
+    # 5 rows x 6 columns, 3x3 crops: the centre crop starts at row 1, column 1.
+    for index, (y, x) in enumerate([(0, 0), (0, 3), (2, 0), (2, 3), (1, 1)]):
+        crop = image[0, y : y + 3, x : x + 3]
+        np.testing.assert_array_equal(crops[0, index], crop)
+        np.testing.assert_array_equal(crops[0, index + 5], crop[:, ::-1])
+    # The papers' sizes: 224x224 crops of a 256x256 image, centre offset 16.
+    big = tf.reshape(tf.range(256 * 256, dtype=tf.float32), (1, 256, 256, 1))
+    np.testing.assert_array_equal(extract_features.ten_crops(big, 224)[0, 4], big[0, 16:240, 16:240])
 
 
-def test_resnet152_features_written_in_precomp_layout(release, tmp_path):
+@pytest.mark.parametrize("crops", [1, 10])
+def test_features_are_averaged_over_crops_in_file_order(crops):
+    # A backbone whose feature is the mean colour of each crop: the expected
+    # features follow from the resized images by hand.
+    inputs = keras.Input((224, 224, 3))
+    model = keras.Model(inputs, keras.layers.GlobalAveragePooling2D()(inputs))
+    features = extract_features.FeatureExtractor(model, lambda x: x, crops)(IMAGES, batch_size=2)
+    assert features.shape == (3, 3) and features.dtype == np.float32
+    for row, path in enumerate(IMAGES):
+        image = extract_features.load_image(str(path), 256 if crops == 10 else 224).numpy()
+        if crops == 1:
+            expected = image.mean(axis=(0, 1))
+        else:
+            views = [image[y : y + 224, x : x + 224] for y, x in [(0, 0), (0, 32), (32, 0), (32, 32), (16, 16)]]
+            expected = np.mean([view.mean(axis=(0, 1)) for view in views], axis=0)  # mirrors: same means
+        np.testing.assert_allclose(features[row], expected, rtol=1e-5)
+
+
+def test_resnet152_features_in_precomp_layout(release, tmp_path):
     images, text = release
     out = tmp_path / "precomp"
-    assert extract_features.main(["--images", str(images), "--flickr-text", str(text), "--out", str(out),
-                                  "--splits", "train,test", "--weights", "none", "--crops", "1"]) == 0
-    train = readers.load_precomp(out, "train")
-    assert train.images.shape == (2, 2048) and np.all(np.isfinite(train.images))
-    assert train.image_ids == [IMAGES[0].name, IMAGES[1].name] and len(train.captions) == 10
-    assert readers.load_precomp(out, "test").images.shape == (1, 2048)
+    assert run_cli(images, text, out, "--splits", "train,test", "--weights", "none", "--crops", "1",
+                   "--batch-size", "2") == 0
+    train, test = readers.load_precomp(out, "train"), readers.load_precomp(out, "test")
+    assert train.images.shape == (2, 2048) and test.images.shape == (1, 2048)
+    assert np.all(np.isfinite(train.images)) and np.any(train.images != 0)
+    assert train.image_ids == NAMES[:2] and test.image_ids == NAMES[2:]
+    assert train.captions[5:] == [f"caption {k} of {NAMES[1]} ." for k in range(5)]
+    assert not (out / "dev_ims.npy").exists()
 
 
-def test_ten_crop_average_of_vgg16_fc7(release, tmp_path):
+def test_vgg16_fc7_with_ten_crops(release, tmp_path):
     images, text = release
-    model, preprocess = extract_features.build_extractor("vgg16", "none")
-    paths = [images / IMAGES[2].name]
-    features = extract_features.extract(model, preprocess, paths, 10, batch_size=1)
-    assert features.shape == (1, 4096)
-    crops = extract_features.crops(extract_features.read_image(paths[0]), 10)
-    expected = np.asarray(model.predict_on_batch(preprocess(crops.numpy()))).mean(axis=0)
-    np.testing.assert_allclose(features[0], expected, rtol=1e-4, atol=1e-5)
+    out = tmp_path / "precomp"
+    assert run_cli(images, text, out, "--splits", "test", "--backbone", "vgg16", "--weights", "none") == 0
+    test = readers.load_precomp(out, "test")
+    assert test.images.shape == (1, 4096) and np.all(np.isfinite(test.images))
 
 
-def test_offline_imagenet_weights_give_a_one_line_message(release, tmp_path, capsys, monkeypatch):
-    def no_network(*args, **kwargs):
-        raise Exception("URL fetch failure on https://example/weights.h5: None -- no network")
+def test_weights_urls_are_the_ones_keras_downloads():
+    from keras.src.applications import resnet, vgg16, vgg19
 
-    monkeypatch.setattr("keras.src.applications.resnet.file_utils.get_file", no_network)
+    assert extract_features.BACKBONES["resnet152"].weights_url == (
+        resnet.BASE_WEIGHTS_PATH + "resnet152_weights_tf_dim_ordering_tf_kernels.h5"
+    )
+    assert extract_features.BACKBONES["vgg16"].weights_url == vgg16.WEIGHTS_PATH
+    assert extract_features.BACKBONES["vgg19"].weights_url == vgg19.WEIGHTS_PATH
+
+
+def test_offline_imagenet_weights_give_a_one_line_message(release, tmp_path):
+    # A fresh process with an empty Keras home and a proxy that refuses every
+    # connection: the real download path fails as it does offline.
     images, text = release
-    code = extract_features.main(["--images", str(images), "--flickr-text", str(text), "--out", str(tmp_path / "o"),
-                                  "--splits", "test"])
+    blocked = "http://127.0.0.1:9"
+    env = dict(os.environ, KERAS_HOME=str(tmp_path / "keras"), PYTHONPATH=str(REPO), https_proxy=blocked,
+               HTTPS_PROXY=blocked, no_proxy="", NO_PROXY="")
+    result = subprocess.run(
+        [sys.executable, "-m", "data.extract_features", "--images", str(images), "--flickr-text", str(text),
+         "--out", str(tmp_path / "out"), "--splits", "test"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )
+    error = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.returncode == 2 and len(error) == 1, result.stderr
+    assert error[0] == (
+        "error: cannot download the ImageNet weights of resnet152: download "
+        f"{extract_features.BACKBONES['resnet152'].weights_url} into {tmp_path / 'keras' / 'models'}/, "
+        "or pass --weights PATH"
+    )
+
+
+def test_weights_file_errors(release, tmp_path, capsys):
+    images, text = release
+    assert run_cli(images, text, tmp_path / "o", "--splits", "test", "--weights", str(tmp_path / "missing.h5")) == 2
+    assert capsys.readouterr().err.strip().endswith("missing.h5: file not found")
+    (tmp_path / "junk.weights.h5").write_bytes(b"not hdf5")
+    junk = ["--splits", "test", "--backbone", "vgg16", "--weights", str(tmp_path / "junk.weights.h5")]
+    assert run_cli(images, text, tmp_path / "o", *junk) == 2
     err = capsys.readouterr().err.strip()
-    assert code == 2 and len(err.splitlines()) == 1
-    assert "resnet152_weights_tf_dim_ordering_tf_kernels_notop.h5" in err and "--weights PATH" in err
+    assert "junk.weights.h5: not a weights file of vgg16" in err and len(err.splitlines()) == 1
 
 
-def test_corrupt_or_missing_images_are_one_line_errors(release, tmp_path, capsys):
+def test_unreadable_images_are_named(tmp_path):
+    inputs = keras.Input((224, 224, 3))
+    model = keras.Model(inputs, keras.layers.GlobalAveragePooling2D()(inputs))
+    paths = [tmp_path / name for name in ("a.jpg", "b.jpg", "c.jpg", "d.jpg")]
+    for path, source in zip(paths, IMAGES * 2):
+        shutil.copy(source, path)
+    paths[3].write_bytes(b"not an image")
+    with pytest.raises(InputError, match=r"d.jpg: not a readable image \(Unknown image file format"):
+        extract_features.FeatureExtractor(model, lambda x: x, 1)(paths, batch_size=2)
+
+
+def test_corrupt_or_missing_images_exit_2_with_one_line(release, tmp_path, capsys):
     images, text = release
-    (images / IMAGES[2].name).write_bytes(b"not a jpeg")
-    argv = ["--images", str(images), "--flickr-text", str(text), "--out", str(tmp_path / "o"),
-            "--splits", "test", "--weights", "none", "--crops", "1"]
-    assert extract_features.main(argv) == 2
+    truncated = images / NAMES[1]
+    truncated.write_bytes(truncated.read_bytes()[:3000])
+    assert run_cli(images, text, tmp_path / "o", "--splits", "train", "--weights", "none", "--crops", "1") == 2
     err = capsys.readouterr().err.strip()
-    assert IMAGES[2].name in err and "unreadable image" in err and len(err.splitlines()) == 1
-    (images / IMAGES[2].name).unlink()
-    assert extract_features.main(argv) == 2
-    assert "is missing" in capsys.readouterr().err
+    assert err.startswith(f"error: {truncated}: not a readable image") and len(err.splitlines()) == 1
+    truncated.unlink()
+    assert run_cli(images, text, tmp_path / "o", "--splits", "test,train", "--weights", "none") == 2
+    assert capsys.readouterr().err.strip() == f"error: {truncated}: image of split train not found"
+    assert not (tmp_path / "o").exists()

@@ -1,4 +1,5 @@
 import json
+import os
 
 import numpy as np
 import pytest
@@ -49,8 +50,17 @@ def test_one_row_per_image_and_one_row_per_caption(tmp_path):
     assert per_caption.image_ids == ["", "", ""]
 
 
+def test_lines_end_at_newlines_only(tmp_path):
+    captions = captions_for(2)
+    captions[3] = "a caption with a line separator \u2028 and a \x1c inside"
+    data = readers.load_precomp(write_split(tmp_path, np.zeros((2, 3)), captions), "test")
+    assert data.captions[3] == captions[3] and len(data.captions) == 10
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda r: write_split(r, np.zeros((3, 2)), captions_for(3)[:-1]), "14 captions for 3 images"),
+    (lambda r: write_split(r, np.zeros((7, 2)), captions_for(2)[:7]), "7 captions, one row each in test_ims.npy, is not a multiple"),
+    (lambda r: write_split(r, np.zeros((3, 2), complex), captions_for(3)), "2-D numeric"),
     (lambda r: write_split(r, np.array([[0.0, 1.0], [np.nan, 0.0], [0.0, 0.0]]), captions_for(3)), "row 1 holds NaN or inf"),
     (lambda r: write_split(r, np.array([[0.0, np.inf]] * 3), captions_for(3)), "row 0 holds NaN or inf"),
     (lambda r: write_split(r, np.zeros(3), captions_for(3)), "2-D numeric"),
@@ -76,6 +86,18 @@ def test_flickr8k_text_release_matches_the_precomp_order():
     test = readers.read_flickr_text(release, "test")
     precomp = readers.load_precomp(EMBEDDED_DATA, "test")
     assert set(test.image_files) == set(precomp.image_ids)
+    junk = "2258277193_586949ec62.jpg.1"
+    assert junk in (release / "Flickr8k.token.txt").read_text() and junk not in test.image_files
+
+
+def test_flickr_text_keeps_split_order_and_caption_numbers(tmp_path):
+    (tmp_path / "Flickr8k.token.txt").write_text(
+        "a.jpg#1\tsecond a\nb.jpg#0\tfirst b\na.jpg#0\tfirst a\njunk.jpg.1#0\tjunk\n"
+    )
+    (tmp_path / "Flickr_8k.devImages.txt").write_text("b.jpg\na.jpg\n")
+    data = readers.read_flickr_text(tmp_path, "dev")
+    assert data.image_files == ["b.jpg", "a.jpg"]
+    assert data.captions == [["first b"], ["first a", "second a"]]
 
 
 def test_flickr_text_errors(tmp_path):
@@ -87,6 +109,8 @@ def test_flickr_text_errors(tmp_path):
     (tmp_path / "Flickr_8k.testImages.txt").write_text("a.jpg\nb.jpg\n")
     with pytest.raises(InputError, match="image b.jpg has no caption"):
         readers.read_flickr_text(tmp_path, "test")
+    with pytest.raises(InputError, match="Flickr_8k.trainImages.txt: file not found"):
+        readers.read_flickr_text(tmp_path, "train")
 
 
 def test_karpathy_json(tmp_path):
@@ -102,19 +126,31 @@ def test_karpathy_json(tmp_path):
     assert train.image_files == ["t.jpg", "val2014/r.jpg"] and train.captions[1] == [f"rest {k}" for k in range(5)]
     assert readers.read_karpathy_json(path, "dev").image_files == ["v.jpg"]
     assert readers.read_karpathy_json(path, "test").captions == [[f"test {k}" for k in range(5)]]
-    path.write_text('{"images": [{"split": "test"}]}')
-    with pytest.raises(InputError, match="dataset_coco.json: not a Karpathy dataset JSON"):
-        readers.read_karpathy_json(path, "test")
+    for broken in ('{"images": [{"split": "test"}]}', '{"images": [', "[]"):
+        path.write_text(broken)
+        with pytest.raises(InputError, match="dataset_coco.json: not a Karpathy dataset JSON") as error:
+            readers.read_karpathy_json(path, "test")
+        assert "\n" not in str(error.value)
+    with pytest.raises(InputError, match="missing.json: file not found"):
+        readers.read_karpathy_json(tmp_path / "missing.json", "test")
 
 
 def test_write_precomp_round_trip(tmp_path):
-    data = readers.ImageCaptions(["a.jpg", "b.jpg"], [captions_for(1), [f"b {k}" for k in range(6)]])
+    b_captions = ["b 0 with\na newline", *(f"b {k}" for k in range(1, 6))]
+    data = readers.ImageCaptions(["a.jpg", "b.jpg"], [captions_for(1), b_captions])
     features = np.random.default_rng(0).normal(size=(2, 4))
     readers.write_precomp(tmp_path, "dev", features, data)
     back = readers.load_precomp(tmp_path, "dev")
     np.testing.assert_allclose(back.images, features.astype(np.float32))
-    assert back.image_ids == ["a.jpg", "b.jpg"] and back.captions[5:] == [f"b {k}" for k in range(5)]
+    assert back.image_ids == ["a.jpg", "b.jpg"]
+    assert back.captions[5:] == ["b 0 with a newline", *(f"b {k}" for k in range(1, 5))]
     assert not list(tmp_path.glob(".*"))  # no temporary files left behind
-    short = readers.ImageCaptions(["a.jpg"], [["only one"]])
-    with pytest.raises(InputError, match="a.jpg has 1 captions"):
-        readers.write_precomp(tmp_path, "dev", features[:1], short)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "dev_caps.txt").stat().st_mode & 0o777 == 0o666 & ~umask
+    for captions, found in ((["only one"], 1), (["one", " ", "three", "four", "five"], 4)):
+        with pytest.raises(InputError, match=f"dev_caps.txt: image a.jpg has {found} non-empty captions"):
+            readers.write_precomp(tmp_path, "dev", features[:1], readers.ImageCaptions(["a.jpg"], [captions]))
+    features[1, 2] = np.nan
+    with pytest.raises(InputError, match="dev_ims.npy: the features of image b.jpg hold NaN or inf"):
+        readers.write_precomp(tmp_path, "dev", features, data)

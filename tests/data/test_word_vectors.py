@@ -1,3 +1,7 @@
+import gzip
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from gensim.models import KeyedVectors
@@ -6,20 +10,10 @@ from data import word_vectors
 from data.errors import InputError
 from data.readers import load_precomp
 from data.vocabulary import Vocabulary
-from tests.helpers import EMBEDDED_DATA, SHARED_DATA
+from tests.helpers import EMBEDDED_DATA, REPO, SHARED_DATA
 
 GLOVE = SHARED_DATA / "glove.6B.50d.flickr8k.txt"
-
-
-def test_real_glove_covers_the_flickr8k_training_vocabulary():
-    vectors = word_vectors.load_word_vectors(GLOVE)
-    vocabulary = Vocabulary.build(load_precomp(EMBEDDED_DATA, "train").captions, min_count=4)
-    matrix, coverage = word_vectors.embedding_matrix(vectors, vocabulary.tokens, 50, seed=0)
-    assert matrix.shape == (len(vocabulary), 50) and matrix.dtype == np.float32
-    assert coverage > 0.95
-    np.testing.assert_array_equal(matrix[0], 0)
-    dog = vocabulary.tokens.index("dog")
-    np.testing.assert_allclose(matrix[dog], vectors["dog"])
+SPECIALS = ["<pad>", "<unk>"]
 
 
 def small_vectors():
@@ -28,36 +22,86 @@ def small_vectors():
     return vectors
 
 
-def test_binary_and_headerless_glove_formats(tmp_path):
-    vectors = small_vectors()
-    vectors.save_word2vec_format(str(tmp_path / "v.bin"), binary=True)
-    (tmp_path / "glove.txt").write_text("dog 1 2 3\nCat 4 5 6\n")
-    for name in ("v.bin", "glove.txt"):
-        loaded = word_vectors.load_word_vectors(tmp_path / name)
-        np.testing.assert_allclose(loaded["Cat"], [4, 5, 6])
-
-
-def test_unknown_words_are_random():
-    matrix, coverage = word_vectors.embedding_matrix(small_vectors(), ["<pad>", "<unk>", "dog", "cat", "zebra"], 3, seed=1)
-    np.testing.assert_allclose(matrix[2], [1, 2, 3])
-    assert coverage == pytest.approx(1 / 3)  # "cat" is not "Cat"
-    assert np.all(np.abs(matrix[4]) <= 0.1)
-
-
-def test_bad_files_and_dimension_mismatch(tmp_path):
-    with pytest.raises(InputError, match="not found"):
-        word_vectors.load_word_vectors(tmp_path / "missing.txt")
-    (tmp_path / "bad.txt").write_text("2 3\ndog 1 2\n")
-    with pytest.raises(InputError, match="bad.txt: not a word2vec/GloVe file"):
-        word_vectors.load_word_vectors(tmp_path / "bad.txt")
+def test_real_glove_covers_the_flickr8k_training_vocabulary():
     vectors = word_vectors.load_word_vectors(GLOVE)
-    with pytest.raises(InputError, match=r"glove.6B.50d.flickr8k.txt have dimension 50 .* model.word_dim=50"):
-        word_vectors.embedding_matrix(vectors, ["<pad>", "<unk>", "dog"], 300, seed=0)
+    assert vectors.vector_size == 50 and len(vectors) == 7965
+    vocabulary = Vocabulary.build(load_precomp(EMBEDDED_DATA, "train").captions, min_count=4)
+    matrix, coverage = word_vectors.embedding_matrix(vectors, vocabulary.tokens, 50, seed=0)
+    assert matrix.shape == (len(vocabulary), 50) and matrix.dtype == np.float32
+    assert coverage > 0.99
+    np.testing.assert_array_equal(matrix[0], 0)
+    dog = vocabulary.tokens.index("dog")
+    np.testing.assert_array_equal(matrix[dog], vectors["dog"])
 
 
-def test_word2vec_on_captions_is_deterministic():
+@pytest.mark.parametrize("name, write", [
+    ("vectors.bin", lambda v, path: v.save_word2vec_format(str(path), binary=True)),
+    ("vectors.w2v", lambda v, path: v.save_word2vec_format(str(path), binary=True)),  # binary, not named .bin
+    ("vectors.txt", lambda v, path: v.save_word2vec_format(str(path), binary=False)),
+    ("vectors.bin.gz", lambda v, path: v.save_word2vec_format(str(path), binary=True)),
+    ("glove.txt", lambda v, path: path.write_text("dog 1 2 3\nCat 4 5 6\n")),
+    ("glove.txt.gz", lambda v, path: path.write_bytes(gzip.compress(b"dog 1 2 3\nCat 4 5 6\n"))),
+])
+def test_word2vec_binary_and_text_and_headerless_glove(tmp_path, name, write):
+    write(small_vectors(), tmp_path / name)
+    loaded = word_vectors.load_word_vectors(tmp_path / name)
+    assert loaded.index_to_key == ["dog", "Cat"] and loaded.source == str(tmp_path / name)
+    np.testing.assert_array_equal(loaded["Cat"], [4, 5, 6])
+
+
+def test_embedding_matrix_rows():
+    tokens = [*SPECIALS, "dog", "Dog", "cat", "zebra"]
+    matrix, coverage = word_vectors.embedding_matrix(small_vectors(), tokens, 3, seed=1)
+    np.testing.assert_array_equal(matrix[0], 0)  # <pad>
+    np.testing.assert_array_equal(matrix[2], [1, 2, 3])
+    np.testing.assert_array_equal(matrix[3], [1, 2, 3])  # "Dog" found lowercased
+    assert coverage == pytest.approx(2 / 4)  # "cat" is not "Cat"; specials not counted
+    random_rows = matrix[[1, 4, 5]]
+    assert np.all(np.abs(random_rows) <= 0.1) and len(np.unique(random_rows)) == 9
+    again, _ = word_vectors.embedding_matrix(small_vectors(), tokens, 3, seed=1)
+    np.testing.assert_array_equal(again, matrix)
+    other, _ = word_vectors.embedding_matrix(small_vectors(), tokens, 3, seed=2)
+    assert not np.array_equal(other[4], matrix[4])
+
+
+def test_dimension_mismatch_says_what_to_pass():
+    vectors = word_vectors.load_word_vectors(GLOVE)
+    with pytest.raises(InputError) as error:
+        word_vectors.embedding_matrix(vectors, [*SPECIALS, "dog"], 300, seed=0)
+    assert str(error.value) == (
+        f"word vectors in {GLOVE} have dimension 50 but the model's word_dim is 300 (pass --set model.word_dim=50)"
+    )
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "word vector file not found"),
+    (b"", "empty word vector file"),
+    (b"2 3\ndog 1 2 3\ncat 1 2\n", "not a word2vec or GloVe vector file"),
+    (b"3 3\ndog 1 2 3\ncat 1 2 3\n", "not a word2vec or GloVe vector file"),  # fewer words than the header says
+    (b"dog 1 2 3\ncat 1 two 3\n", "not a word2vec or GloVe vector file"),
+    (b"dog 1 2 3\ncat 1 2\n", "not a word2vec or GloVe vector file"),
+    (b"dog 1 2 3\n\xff\xfe 1 2 3\n", "not a word2vec or GloVe vector file"),
+    (b"dog 1 2 3\ncat 1 nan 3\n", "the vector of 'cat' holds NaN or inf"),
+])
+def test_malformed_files_are_one_line_errors_naming_the_file(tmp_path, content, message):
+    path = tmp_path / "vectors.txt"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(InputError, match=message) as error:
+        word_vectors.load_word_vectors(path)
+    assert str(error.value).startswith(str(path)) and "\n" not in str(error.value)
+
+
+def test_word2vec_on_captions_is_the_same_in_every_process(tmp_path):
     captions = [["a", "dog", "runs"], ["a", "cat", "sleeps"], ["the", "dog", "sleeps"]] * 50
-    first = word_vectors.train_word2vec(captions, dim=8, seed=3)
-    second = word_vectors.train_word2vec(captions, dim=8, seed=3)
-    assert first.vector_size == 8
-    np.testing.assert_array_equal(first["dog"], second["dog"])
+    vectors = word_vectors.train_word2vec(captions, dim=8, seed=3)
+    assert vectors.vector_size == 8 and set(vectors.index_to_key) == {"a", "dog", "runs", "cat", "sleeps", "the"}
+    # Another process (with another str hash seed) trains the same vectors.
+    script = (
+        "import sys, numpy as np; from data.word_vectors import train_word2vec; "
+        f"v = train_word2vec({captions!r}, dim=8, seed=3); np.save(sys.argv[1], v['dog'])"
+    )
+    out = tmp_path / "dog.npy"
+    subprocess.run([sys.executable, "-c", script, str(out)], cwd=REPO, check=True,
+                   env={"PYTHONHASHSEED": "1", "PYTHONPATH": str(REPO)})
+    np.testing.assert_array_equal(np.load(out), vectors["dog"])
