@@ -114,7 +114,8 @@ class Trainer:
             model = self.spec.build_model(cfg.model, vocabulary.tokens, cfg.image_dim)
             optimizer = make_optimizer(cfg.train)
             optimizer.build(model.trainable_variables)
-            state = _TrainingState()
+        # Plain (not mirrored) variables: the loop reads and sets them eagerly.
+        state = _TrainingState()
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, state=state)
         last = tf.train.CheckpointManager(checkpoint, self._private_dir(LAST_DIR), max_to_keep=2)
         best = tf.train.CheckpointManager(
@@ -373,12 +374,12 @@ def make_train_step(model, optimizer, strategy, clip_norm=None):
             text_encodings = model.encode_text(batch["token_ids"], training=True)
             # Every replica computes the loss of the global batch, so
             # hardest negatives are searched over all of it and 1 and N
-            # replicas train the same model; all_gather's gradient sends
+            # replicas train the same model; the gather's gradient sends
             # each replica the gradient of its own rows.
             loss = model.pair_loss(
-                context.all_gather(image_encodings, axis=0),
-                context.all_gather(text_encodings, axis=0),
-                context.all_gather(batch["image_index"], axis=0),
+                _gather_replicas(context, image_encodings),
+                _gather_replicas(context, text_encodings),
+                tf.cast(_gather_replicas(context, tf.cast(batch["image_index"], tf.float32)), tf.int64),
             )
             scaled = loss / replicas
         # Dense gradients (the word embedding's are IndexedSlices) can be
@@ -398,6 +399,23 @@ def make_train_step(model, optimizer, strategy, clip_norm=None):
         return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
 
     return train_step
+
+
+def _gather_replicas(context, x):
+    """Concatenates every replica's `x` (equal shapes) along axis 0.
+
+    Written as a sum of zero-padded blocks so that it only needs all_reduce,
+    which every strategy supports with gradients (MultiWorkerMirrored's
+    all_gather fails inside a training step in TF 2.21). Image indices go
+    through it as float32, exact below 2**24.
+    """
+    replicas = context.num_replicas_in_sync
+    if replicas == 1:
+        return x
+    rows = tf.shape(x)[0]
+    before = context.replica_id_in_sync_group * rows
+    padding = [[before, (replicas - 1) * rows - before]] + [[0, 0]] * (len(x.shape) - 1)
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, tf.pad(x, padding))
 
 
 def _is_chief(strategy):
