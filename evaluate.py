@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 import metrics
-from data.errors import InputError
+from data.errors import InputError, run_command
 
 PROTOCOLS = ("full", "5fold1k")
 FOLD_IMAGES = 1000
@@ -111,22 +111,21 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    return run_command(_run, parse_args(argv))
+
+
+def _run(args):
     import inference  # Imported here: it loads TensorFlow.
 
-    try:
-        if args.model_dir:
-            scorer = inference.CheckpointScorer.from_model_dir(args.model_dir)
-        else:
-            scorer = inference.SavedModelScorer(args.saved_model)
-        data_root = args.data or scorer.data_path
-        image_features = args.image_features or scorer.image_features
-        result = inference.evaluate_split(
-            scorer, data_root, args.split, image_features, args.protocol, args.batch_size
-        )
-    except InputError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    if args.model_dir:
+        scorer = inference.CheckpointScorer.from_model_dir(args.model_dir)
+    else:
+        scorer = inference.SavedModelScorer(args.saved_model)
+    data_root = args.data or scorer.data_path
+    image_features = args.image_features or scorer.image_features
+    result = inference.evaluate_split(
+        scorer, data_root, args.split, image_features, args.protocol, args.batch_size
+    )
     print(f"{args.split} split, protocol {args.protocol}:")
     print(format_table(result))
     if args.json:

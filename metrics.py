@@ -3,9 +3,10 @@
 Conventions (those of VSE++ `evaluation.py` and every paper of the zoo):
 - `sims[i, j]` is the similarity of image `i` and caption `j`; higher is better.
 - `caption_image[j]` is the image that caption `j` describes.
-- Ranks are 1-based. Ties are broken pessimistically: an item scoring exactly
-  as high as the correct one counts as ranked above it, so a model that gives
-  every pair the same score gets the worst rank, not the best.
+- Ranks are 1-based positions in the order of VSE++'s reference code,
+  `numpy.argsort(scores)[::-1]`, so the numbers equal that code's on the same
+  scores, ties included. Exact ties do occur: Flickr8k's test split holds
+  identical caption texts, whose encodings and scores are identical.
 
 Image annotation (image -> text, "i2t"): an image's rank is the best rank of
 any of its captions among all captions. Image retrieval (text -> image, "t2i"):
@@ -20,6 +21,15 @@ METRIC_NAMES = tuple(
     for direction in ("i2t", "t2i")
     for name in ("r1", "r5", "r10", "medr", "meanr")
 ) + ("rsum",)
+
+
+def _positions(sims):
+    """`positions[r, c]`: 0-based position of column c when row r is sorted
+    by `numpy.argsort(row)[::-1]` (VSE++'s descending order)."""
+    order = np.argsort(sims, axis=1)[:, ::-1]
+    positions = np.empty_like(order)
+    np.put_along_axis(positions, order, np.arange(sims.shape[1])[None, :], axis=1)
+    return positions
 
 
 def image_annotation_ranks(sims, caption_image, image_index=None):
@@ -39,11 +49,10 @@ def image_annotation_ranks(sims, caption_image, image_index=None):
     if image_index is None:
         image_index = np.arange(sims.shape[0])
     is_true = caption_image[None, :] == np.asarray(image_index)[:, None]
-    best_true = np.max(np.where(is_true, sims, -np.inf), axis=1)
-    if np.isneginf(best_true).any():
+    if not is_true.any(axis=1).all():
         raise ValueError("an image has no caption in `caption_image`")
-    outranking = (sims >= best_true[:, None]) & ~is_true
-    return 1 + outranking.sum(axis=1).astype(np.int64)
+    positions = np.where(is_true, _positions(sims), sims.shape[1])
+    return 1 + positions.min(axis=1).astype(np.int64)
 
 
 def image_retrieval_ranks(sims, caption_image):
@@ -57,12 +66,9 @@ def image_retrieval_ranks(sims, caption_image):
     Returns:
       int64 [n_columns], 1-based ranks.
     """
-    sims = np.asarray(sims)
-    columns = np.arange(sims.shape[1])
-    true_score = sims[np.asarray(caption_image), columns]
-    outranking = sims >= true_score[None, :]
-    # The true image itself satisfies ">=" and supplies the 1 of the rank.
-    return outranking.sum(axis=0).astype(np.int64)
+    positions = _positions(np.asarray(sims).T)
+    rows = np.arange(positions.shape[0])
+    return 1 + positions[rows, np.asarray(caption_image)].astype(np.int64)
 
 
 def rank_summary(ranks):

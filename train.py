@@ -9,10 +9,9 @@ Models and their presets: `python train.py --list`.
 """
 
 import argparse
-import logging
 import sys
 
-from data.errors import InputError
+from data.errors import InputError, run_command
 
 
 def parse_args(argv):
@@ -31,13 +30,7 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    try:
-        return _run(args)
-    except InputError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    return run_command(_run, parse_args(argv))
 
 
 def _run(args):

@@ -8,3 +8,17 @@ argument at fault and say what is wrong with it.
 
 class InputError(Exception):
     """A user-facing, one-line description of bad input."""
+
+
+def run_command(body, args):
+    """Runs a command-line entry point's body and returns its exit status:
+    an `InputError` becomes `error: <message>` on stderr and status 2."""
+    import logging
+    import sys
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    try:
+        return body(args)
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2

@@ -36,7 +36,7 @@ import numpy as np
 import tensorflow as tf
 
 from data import readers
-from data.errors import InputError
+from data.errors import InputError, run_command
 
 CROP = 224
 RESIZE = 256  # the side of the image the 10 crops are cut from
@@ -209,13 +209,7 @@ def _positive_int(text):
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    try:
-        return _run(args)
-    except InputError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    return run_command(_run, parse_args(argv))
 
 
 def _run(args):

@@ -28,18 +28,30 @@ def test_image_annotation_uses_the_best_ranked_true_caption():
 
 def test_image_retrieval_ranks_each_caption_among_images():
     sims = np.array([[0.9, 0.1, 0.5, 0.5, 0.5, 0.2, 0.8, 0.0, 0.0, 0.0],
-                     [0.1, 0.9, 0.4, 0.6, 0.5, 0.9, 0.1, 0.0, 0.0, 0.0]])
+                     [0.1, 0.9, 0.4, 0.6, 0.4, 0.9, 0.1, 0.1, 0.1, 0.1]])
     ranks = metrics.image_retrieval_ranks(sims, CAPTION_IMAGE)
-    # Caption 1 (image 0) loses to image 1; caption 4 ties -> pessimistic 2;
-    # caption 6 (image 1) loses to image 0; captions 7-9 tie -> 2.
-    np.testing.assert_array_equal(ranks, [1, 2, 1, 2, 2, 1, 2, 2, 2, 2])
+    # Caption 1 (image 0) loses to image 1; caption 3 loses to image 1;
+    # caption 6 (image 1) loses to image 0.
+    np.testing.assert_array_equal(ranks, [1, 2, 1, 2, 1, 1, 2, 1, 1, 1])
 
 
-def test_ties_are_pessimistic_so_constant_scores_are_chance_not_perfect():
+def test_ties_are_ordered_as_vsepp_numpy_argsort_reversed():
+    # VSE++ ranks by numpy.argsort(scores)[::-1]; for a small tie numpy's
+    # sort keeps index order, so reversed, the later index comes first.
     sims = np.zeros((2, 10))
-    result = metrics.retrieval_metrics(sims, CAPTION_IMAGE)
-    assert result["i2t_r1"] == 0.0 and result["t2i_r1"] == 0.0
-    np.testing.assert_array_equal(metrics.image_annotation_ranks(sims, CAPTION_IMAGE), [6, 6])
+    np.testing.assert_array_equal(metrics.image_annotation_ranks(sims, CAPTION_IMAGE), [6, 1])
+    np.testing.assert_array_equal(metrics.image_retrieval_ranks(sims, CAPTION_IMAGE), [2] * 5 + [1] * 5)
+
+
+def test_duplicate_captions_rank_as_in_vsepp_code():
+    rng = np.random.default_rng(3)
+    caption_image = np.repeat(np.arange(50), 5)
+    texts = rng.normal(size=(250, 8)).astype(np.float32)
+    texts[17] = texts[203]  # two identical captions of different images
+    sims = rng.normal(size=(50, 8)).astype(np.float32) @ texts.T
+    expected = [min(np.where(np.argsort(sims[i])[::-1] == j)[0][0] for j in range(5 * i, 5 * i + 5)) + 1
+                for i in range(50)]
+    np.testing.assert_array_equal(metrics.image_annotation_ranks(sims, caption_image), expected)
 
 
 def test_rank_summary_matches_vsepp_conventions():
