@@ -121,11 +121,12 @@ class Trainer:
         best = tf.train.CheckpointManager(
             tf.train.Checkpoint(model=model), self._private_dir(inference.BEST_DIR), max_to_keep=1
         )
-        if self.resume:
+        if self.resume and last.latest_checkpoint:
             checkpoint.restore(last.latest_checkpoint).assert_existing_objects_matched()
             log.info("resumed from %s (epoch %d, step %d of it)", last.latest_checkpoint,
                      int(state.epoch), int(state.step_in_epoch))
         else:
+            # A resumed run killed before its first checkpoint starts over.
             self._initialize_word_vectors(model, vocabulary, train_split)
             if self.is_chief:
                 write_json_atomically(self.model_dir / "config.json", cfg.to_json() + "\n")
