@@ -24,11 +24,13 @@ excluded from the negatives here. With one caption per image per batch (the
 FNE protocol) the two readings coincide.
 """
 
+import abc
+
 import keras
 from keras import ops
 
 
-class _HingeLoss:
+class _HingeLoss(abc.ABC):
     """Shared parts: the violation matrices and the reduction over the batch.
 
     Args:
@@ -72,8 +74,9 @@ class _HingeLoss:
             total = total / ops.cast(batch, total.dtype)
         return total
 
+    @abc.abstractmethod
     def aggregate(self, violations, axis):
-        raise NotImplementedError
+        """Reduces the violations of each pair over its negatives."""
 
     def get_config(self):
         return {"margin": self.margin, "reduction": self.reduction}

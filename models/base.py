@@ -1,10 +1,12 @@
 """The interface every model of the zoo implements."""
 
+import abc
+
 import keras
 from keras import ops
 
 
-class RetrievalModel(keras.Model):
+class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
     """An image-sentence retrieval model, as the trainer, evaluation and
     export see it.
 
@@ -27,18 +29,19 @@ class RetrievalModel(keras.Model):
 
     vectorizer: keras.layers.Layer
 
+    @abc.abstractmethod
     def encode_text(self, token_ids, training=False):
         """int32 [B, L] token ids (0 = padding) -> float [B, D]."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def encode_image(self, image_features, training=False):
         """float [B, F] image features -> float [B, D']."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def similarity(self, image_encodings, text_encodings):
         """[n_images, ...] x [n_texts, ...] -> float [n_images, n_texts]."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def pair_loss(self, image_encodings, text_encodings, image_index):
         """Training loss of a batch of matching pairs.
 
@@ -49,7 +52,6 @@ class RetrievalModel(keras.Model):
           image_encodings, text_encodings: encodings of B matching pairs.
           image_index: int [B], the dataset image of each pair.
         """
-        raise NotImplementedError
 
     def call(self, inputs, training=False):
         """{"image_features", "token_ids"} -> similarity matrix of the batch."""
