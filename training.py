@@ -382,6 +382,9 @@ def make_train_step(model, optimizer, strategy, clip_norm=None):
                 _gather_replicas(context, text_encodings),
                 tf.cast(_gather_replicas(context, tf.cast(batch["image_index"], tf.float32)), tf.int64),
             )
+            # Losses that layers add on this replica's batch (e.g. the RCN's
+            # mask regulariser, Francis et al. eq. 15); averaged over replicas.
+            loss += sum(model.losses)
             scaled = loss / replicas
         # Dense gradients (the word embedding's are IndexedSlices) can be
         # all-reduced, clipped and rescaled uniformly.

@@ -46,7 +46,9 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
         """Training loss of a batch of matching pairs.
 
         Called on the *global* batch (gathered across replicas), so hardest
-        negatives are searched over all of it.
+        negatives are searched over all of it. Terms of a single encoding
+        (regularisers) are added by layers with `add_loss` instead; the
+        trainer adds `model.losses`.
 
         Args:
           image_encodings, text_encodings: encodings of B matching pairs.
