@@ -283,14 +283,16 @@ class _Loop:
                         tf.summary.scalar("loss", loss)
                         tf.summary.scalar("learning_rate", float(self.optimizer.learning_rate))
                     log.info("epoch %d step %d loss %.4f", epoch, step, loss)
-                if tc.validate_every and step % tc.validate_every == 0:
+                # The epoch counter moves before the end-of-epoch checkpoint,
+                # so a resumed run starts the next epoch.
+                epoch_done = int(self.state.step_in_epoch) == len(batches)
+                if epoch_done:
+                    self.state.epoch.assign_add(1)
+                    self.state.step_in_epoch.assign(0)
+                if epoch_done or (tc.validate_every and step % tc.validate_every == 0):
                     self._validate_and_save()
                     if self.stop:
                         break
-            else:
-                self.state.epoch.assign_add(1)
-                self.state.step_in_epoch.assign(0)
-                self._validate_and_save()
 
     def validate_metrics(self):
         split = self.dev_split
