@@ -10,11 +10,11 @@ evaluation and export rebuild the model without the original command line.
 
 import dataclasses
 import json
-import os
 import typing
 from pathlib import Path
 
 from data.errors import InputError
+from data.readers import atomic_write
 
 EMBEDDED_DATA = str(Path(__file__).resolve().parent / "data" / "f8k_precomp")
 
@@ -185,10 +185,7 @@ def _coerce(name, value, hint):
 
 def write_json_atomically(path, text):
     """Writes `text` to `path` via a temporary file and a rename."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    atomic_write(path, lambda file: file.write(text.encode("utf-8")))
 
 
 def load_experiment(model_dir, registry):

@@ -252,15 +252,17 @@ def write_precomp(root, split, features, data, captions_per_image=CAPTIONS_PER_I
             )
         lines.extend(captions)
     root.mkdir(parents=True, exist_ok=True)
-    _atomic_write(root / f"{split}_ims.npy", lambda f: np.save(f, features))
-    _atomic_write(captions_path, lambda f: f.write(("\n".join(lines) + "\n").encode("utf-8")))
-    _atomic_write(root / f"{split}_ids.txt", lambda f: f.write(("\n".join(data.image_files) + "\n").encode("utf-8")))
+    atomic_write(root / f"{split}_ims.npy", lambda f: np.save(f, features))
+    atomic_write(captions_path, lambda f: f.write(("\n".join(lines) + "\n").encode("utf-8")))
+    atomic_write(root / f"{split}_ids.txt", lambda f: f.write(("\n".join(data.image_files) + "\n").encode("utf-8")))
 
 
-def _atomic_write(path, write):
-    """Calls `write(binary_file)` on a temporary file, then renames it to `path`."""
+def atomic_write(path, write):
+    """Calls `write(binary_file)` on a temporary file, then renames it to
+    `path`: a reader never sees half a file, an interruption leaves the old one."""
     # Not `tempfile.mkstemp`: its files are private (0600); this one gets
     # the permissions of any new file (umask).
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as file:

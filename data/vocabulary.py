@@ -2,10 +2,10 @@
 
 import collections
 import json
-import os
 from pathlib import Path
 
 from data.errors import InputError
+from data.readers import atomic_write
 from data.tokenizer import tokenize_strings
 
 PAD, UNK = "<pad>", "<unk>"
@@ -49,13 +49,8 @@ class Vocabulary:
 
     def save(self, path):
         """Writes the token list as JSON; a reader never sees half a file."""
-        path = Path(path)
-        partial = path.with_name(path.name + ".partial")
-        with open(partial, "w", encoding="utf-8") as file:
-            json.dump({"tokens": self.tokens}, file, ensure_ascii=False)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(partial, path)
+        text = json.dumps({"tokens": self.tokens}, ensure_ascii=False)
+        atomic_write(path, lambda file: file.write(text.encode("utf-8")))
 
     @classmethod
     def load(cls, path):

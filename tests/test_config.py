@@ -1,8 +1,6 @@
-import json
-
 import pytest
 
-from config import TrainConfig, apply_overrides, load_experiment, write_json_atomically
+from config import load_experiment, write_json_atomically
 from data.errors import InputError
 from models import registry
 
