@@ -83,4 +83,4 @@ def names():
 
 def _import_models():
     # Importing a model module registers its models.
-    from models import vse  # noqa: F401
+    from models import rcn, vse  # noqa: F401

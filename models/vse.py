@@ -78,7 +78,7 @@ class VSEModel(RetrievalModel):
             embeddings_initializer=keras.initializers.RandomUniform(-0.1, 0.1),
             mask_zero=True,
         )
-        self.gru = keras_layers.GRU(config.embed_dim)
+        self.sentence_encoder = self.make_sentence_encoder(config)
         self.image_projection = keras_layers.Dense(config.embed_dim)
         self.text_norm = keras_layers.UnitNormalization()
         self.image_norm = keras_layers.UnitNormalization()
@@ -87,11 +87,17 @@ class VSEModel(RetrievalModel):
             margin=config.margin, reduction=config.loss_reduction
         )
 
+    def make_sentence_encoder(self, config):
+        """The layer reading word vectors [B, L, word_dim] and a mask [B, L]
+        into sentence embeddings [B, embed_dim]: here one GRU (Keras'
+        cuDNN-compatible variant, as VSE++'s PyTorch GRU)."""
+        return keras_layers.GRU(config.embed_dim)
+
     def encode_text(self, token_ids, training=False):
         words = self.word_embedding(token_ids)
-        # The GRU carries its state over padded steps, so its output is the
-        # state after the last real word.
-        state = self.gru(words, mask=token_ids != 0, training=training)
+        # The encoder carries its state over padded steps, so its output is
+        # the state after the last real word.
+        state = self.sentence_encoder(words, mask=token_ids != 0, training=training)
         return self.text_norm(state)
 
     def encode_image(self, image_features, training=False):

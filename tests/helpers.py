@@ -17,16 +17,15 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 EMBEDDED_DATA = REPO / "data" / "f8k_precomp"
 
 
-def run_layer_test(layer_cls, init_kwargs, inputs, expected_output_shape=None, train_inputs=True):
+def run_layer_test(layer_cls, init_kwargs, inputs, expected_output_shape=None):
     """Checks a layer the way every layer of the zoo must behave.
 
     Args:
       layer_cls: the layer class.
       init_kwargs: constructor arguments.
       inputs: a tensor or a tuple of positional input tensors (a batch).
-      expected_output_shape: the eager output's shape, if known.
-      train_inputs: whether the float inputs are nudged towards a random
-        target in the fit step (so gradients must also flow to them).
+      expected_output_shape: the eager output's shape (a tuple of shapes for
+        a layer returning several tensors), if known.
 
     Returns:
       The layer's eager output, for further checks by the caller.
@@ -34,9 +33,12 @@ def run_layer_test(layer_cls, init_kwargs, inputs, expected_output_shape=None, t
     inputs = inputs if isinstance(inputs, tuple) else (inputs,)
     layer = layer_cls(**init_kwargs)
     output = layer(*inputs)
-    assert np.all(np.isfinite(keras.ops.convert_to_numpy(output))), "NaN/inf in the output"
+    outputs = keras.tree.flatten(output)
+    for x in outputs:
+        assert np.all(np.isfinite(keras.ops.convert_to_numpy(x))), "NaN/inf in the output"
     if expected_output_shape is not None:
-        assert tuple(output.shape) == tuple(expected_output_shape)
+        expected = expected_output_shape if isinstance(expected_output_shape[0], tuple) else (expected_output_shape,)
+        assert [tuple(x.shape) for x in outputs] == [tuple(shape) for shape in expected]
 
     # Config and serialization round trips give layers that compute the same.
     config = layer.get_config()
@@ -44,27 +46,36 @@ def run_layer_test(layer_cls, init_kwargs, inputs, expected_output_shape=None, t
     assert clone.get_config() == config
     clone(*inputs)
     clone.set_weights(layer.get_weights())
-    np.testing.assert_allclose(clone(*inputs), output, rtol=1e-5, atol=1e-6)
+    for got, want in zip(keras.tree.flatten(clone(*inputs)), outputs):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
     assert type(restored) is layer_cls and restored.get_config() == config
 
     # Symbolic call: the output spec agrees with the eager output.
     symbolic_inputs = [keras.Input(batch_shape=x.shape, dtype=x.dtype) for x in inputs]
-    symbolic = layer_cls(**init_kwargs)(*symbolic_inputs)
-    assert tuple(symbolic.shape[1:]) == tuple(output.shape[1:])
+    symbolic = keras.tree.flatten(layer_cls(**init_kwargs)(*symbolic_inputs))
+    assert [tuple(x.shape[1:]) for x in symbolic] == [tuple(x.shape[1:]) for x in outputs]
 
-    # Every trainable variable gets a gradient, and one step keeps it finite.
-    target = tf.random.stateless_normal(tuple(output.shape), seed=[1, 2])
+    # Every trainable variable and every float input gets a finite, non-zero
+    # gradient (losses the layer adds included), and one step keeps the
+    # output finite.
+    float_inputs = [x for x in inputs if x.dtype.is_floating]
     with tf.GradientTape() as tape:
-        loss = tf.reduce_mean(tf.square(tf.cast(layer(*inputs), tf.float32) - target))
+        tape.watch(float_inputs)
+        loss = sum(layer.losses, 0.0)
+        for k, x in enumerate(keras.tree.flatten(layer(*inputs))):
+            target = tf.random.stateless_normal(tuple(x.shape), seed=[1, k])
+            loss += tf.reduce_mean(tf.square(tf.cast(x, tf.float32) - target))
     variables = layer.trainable_variables
-    gradients = tape.gradient(loss, variables)
-    for variable, gradient in zip(variables, gradients):
-        assert gradient is not None, f"no gradient for {variable.path}"
+    gradients = tape.gradient(loss, [*variables, *float_inputs])
+    names = [v.path for v in variables] + [f"float input {k}" for k in range(len(float_inputs))]
+    for name, gradient in zip(names, gradients):
+        assert gradient is not None, f"no gradient for {name}"
         dense = tf.convert_to_tensor(gradient)
-        assert np.all(np.isfinite(dense)), f"NaN gradient for {variable.path}"
-        assert np.any(dense != 0), f"zero gradient for {variable.path}"
+        assert np.all(np.isfinite(dense)), f"NaN gradient for {name}"
+        assert np.any(dense != 0), f"zero gradient for {name}"
     if variables:
         keras.optimizers.Adam(1e-3).apply_gradients(zip(gradients, variables))
-        assert np.all(np.isfinite(keras.ops.convert_to_numpy(layer(*inputs))))
+        for x in keras.tree.flatten(layer(*inputs)):
+            assert np.all(np.isfinite(keras.ops.convert_to_numpy(x)))
     return output

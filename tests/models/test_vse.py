@@ -29,7 +29,7 @@ def test_text_encoding_is_the_normalised_last_valid_gru_state():
     # Re-run the GRU step by step with the layer's own cell.
     state = [tf.zeros([1, 16])]
     for t in range(3):
-        output, state = model.gru.cell(words[:, t], state)
+        output, state = model.sentence_encoder.cell(words[:, t], state)
         state = state if isinstance(state, (list, tuple)) else [state]
     expected = output / np.linalg.norm(output, axis=1, keepdims=True)
     np.testing.assert_allclose(model.encode_text(token_ids[:1]), expected, atol=1e-5)

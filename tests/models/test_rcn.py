@@ -1,0 +1,132 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import training
+from data import pipeline, readers
+from data.errors import InputError
+from layers.capsule_mask_regularization import CapsuleMaskRegularization
+from models import registry
+from models.rcn import RecurrentCapsuleEncoder
+from tests.helpers import EMBEDDED_DATA
+from tests.layers.test_capsule_gru import numpy_gru
+from tests.layers.test_capsule_mask_regularization import numpy_eq_14
+from tests.layers.test_capsule_routing import numpy_routing
+from tests.models.test_registered_models import VOCABULARY, batch
+
+RNG = np.random.default_rng(0)
+MASK = np.array([[True] * 6, [True, True, True, False, False, False], [True] * 5 + [False]])
+
+
+def words(size=3, length=6, dim=5):
+    return tf.constant(RNG.normal(size=(size, length, dim)), tf.float32)
+
+
+def test_table_i_rows_are_registered_with_the_papers_settings():
+    rows = {name: registry.get(name).experiment("paper") for name in ("rcn", "rcn-0", "rcn-gru")}
+    settings = {name: (c.model.num_capsules, c.model.recursions, c.model.regularization) for name, c in rows.items()}
+    assert settings == {"rcn": (4, 4, 0.05), "rcn-0": (4, 4, 0.0), "rcn-gru": (1, 0, 0.0)}
+    for config in rows.values():
+        model, train = config.model, config.train
+        assert (model.word_dim, model.embed_dim, model.margin, model.hinge, model.loss_reduction) == (
+            300, 1024, 0.2, "max", "mean")
+        assert (model.vocab_max_size, model.vocab_min_count, model.max_length) == (5000, 1, 16)
+        assert (train.optimizer, train.learning_rate, train.batch_size, train.grad_clip_norm) == ("adam", 2e-4, 16, None)
+
+
+@pytest.mark.parametrize("overrides", [["model.num_capsules=1"], ["model.recursions=0"], ["model.num_capsules=0"]])
+def test_impossible_capsule_settings_are_input_errors(overrides):
+    with pytest.raises(InputError, match="model config"):
+        registry.get("rcn").experiment("paper", overrides)
+
+
+def test_one_capsule_and_no_recursion_is_a_plain_gru():
+    encoder = RecurrentCapsuleEncoder(7, num_capsules=1, recursions=0, regularization=0)
+    x = words()
+    output = encoder(x, mask=MASK)
+    assert [v.path.split("/")[-2] for v in encoder.weights] == ["embedding_grus"] * 3
+    gru = encoder.embedding_grus
+    keras_gru = keras.layers.GRU(7, reset_after=False)
+    keras_gru(x)
+    # Keras writes eq. 4 with 1 - z: negate the update gate's weights.
+    flip = np.concatenate([-np.ones(7), np.ones(14)]).astype(np.float32)
+    keras_gru.set_weights([gru.kernel[0] * flip, gru.recurrent_kernel[0] * flip, gru.bias[0, 0] * flip])
+    np.testing.assert_allclose(output, keras_gru(x, mask=MASK), rtol=1e-5, atol=1e-6)
+
+
+def test_encoder_against_a_numpy_transcription_of_the_recursion():
+    """Eqs. 5-10 for T + 1 passes from all-ones masks, and eq. 14 on the
+    masks of the last pass, recomputed from the encoder's weights."""
+    capsules, recursions, weight = 3, 2, 0.05
+    encoder = RecurrentCapsuleEncoder(4, num_capsules=capsules, recursions=recursions, regularization=weight)
+    x = words()
+    output = encoder(x, mask=MASK).numpy()
+    sigmoid = lambda a: 1 / (1 + np.exp(-a))  # noqa: E731
+
+    def gru(layer, n, sequence, valid, act):
+        return numpy_gru(layer.kernel[n].numpy(), layer.recurrent_kernel[n].numpy(), layer.bias[n, 0].numpy(),
+                         sequence, valid, act)
+
+    penalties = []
+    for b in range(len(x)):
+        sentence, valid = x[b].numpy().astype(np.float64), MASK[b]
+        masks = np.ones((capsules, sentence.shape[1]))
+        for t in range(recursions + 1):
+            v = np.array([gru(encoder.embedding_grus, i, masks[i] * sentence, valid, np.tanh) for i in range(capsules)])
+            if t == recursions:
+                break
+            candidates = np.array([gru(encoder.mask_grus, i, masks[i] * sentence, valid, sigmoid)
+                                   for i in range(capsules)])
+            _, masks = numpy_routing(v, candidates)
+        penalties.append(numpy_eq_14(masks))
+        embedding, _ = numpy_routing(v, np.zeros_like(v))
+        np.testing.assert_allclose(output[b], embedding, rtol=1e-4, atol=1e-5)
+    [loss] = encoder.losses
+    np.testing.assert_allclose(loss, weight * np.mean(penalties), rtol=1e-4)
+
+
+def test_no_regularizer_without_lambda():
+    encoder = RecurrentCapsuleEncoder(4, num_capsules=2, recursions=1, regularization=0)
+    encoder(words(), mask=MASK)
+    assert encoder.losses == [] and not any(isinstance(layer, CapsuleMaskRegularization)
+                                            for layer in encoder._flatten_layers())
+
+
+def tiny(name, *overrides):
+    spec = registry.get(name)
+    config = spec.experiment("paper", ["model.word_dim=8", "model.embed_dim=16", *overrides])
+    return spec.build_model(config.model, VOCABULARY, image_dim=12)
+
+
+@pytest.mark.parametrize("name", ["rcn", "rcn-0"])
+def test_gradients_reach_every_capsule_of_both_grus(name):
+    model = tiny(name)
+    images, token_ids = batch()
+    with tf.GradientTape() as tape:
+        loss = model.pair_loss(model.encode_image(images), model.encode_text(token_ids), tf.range(4))
+        loss += sum(model.losses)
+    variables = model.sentence_encoder.trainable_variables
+    assert len(variables) == 6  # kernel, recurrent kernel, bias of the embedding and mask GRUs
+    for variable, gradient in zip(variables, tape.gradient(loss, variables)):
+        per_capsule = np.abs(gradient.numpy()).reshape(4, -1).sum(axis=1)
+        assert np.all(np.isfinite(per_capsule)) and np.all(per_capsule > 0), variable.path
+
+
+def test_training_on_real_data_stays_finite():
+    """A high learning rate on real captions and features, with the
+    regulariser on: losses and weights must stay finite."""
+    spec = registry.get("rcn")
+    config = spec.experiment("paper", ["model.word_dim=16", "model.embed_dim=32", "train.learning_rate=0.01",
+                                       "train.batch_size=32"])
+    split = readers.load_precomp(EMBEDDED_DATA, "dev", "ims")
+    vocabulary = ["<pad>", "<unk>", *sorted({w for c in split.captions[:500] for w in c.lower().split()})]
+    keras.utils.set_random_seed(0)
+    model = spec.build_model(config.model, vocabulary, split.images.shape[1])
+    optimizer = training.make_optimizer(config.train)
+    step = training.make_train_step(model, optimizer, tf.distribute.get_strategy(), config.train.grad_clip_norm)
+    data = pipeline.tokenize_split(split, model.vectorizer)
+    batches = pipeline.epoch_order(data, "all_captions", 32, seed=0, epoch=0)[:40]
+    losses = [float(step(b)) for b in pipeline.training_dataset(data, batches)]
+    assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
+    assert all(np.all(np.isfinite(v.numpy())) for v in model.trainable_variables)
