@@ -2,6 +2,11 @@
 
     python -m bench --model gru --preset quick
     python -m bench --model gru --preset paper --steps 20
+    python -m bench --model rcn --model rcn-gru --preset quick
+
+With several models, each report also gives its training step time
+relative to the first model's (`step_time_vs_first`), e.g. the cost of the
+RCN's capsules over a GRU of the same size.
 
 Training throughput is measured on real training batches of the embedded
 Flickr8k data through the trainer's own train step (after warm-up steps that
@@ -19,17 +24,29 @@ import numpy as np
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="gru")
+    parser.add_argument("--model", action="append", help="registered model (repeatable; default gru)")
     parser.add_argument("--preset", default="quick")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     parser.add_argument("--steps", type=int, default=30, help="timed training steps")
     parser.add_argument("--warmup", type=int, default=3, help="untimed training steps first")
     parser.add_argument("--eval-split", default="test")
-    return parser.parse_args(argv)
+    parser.add_argument("--skip-eval", action="store_true", help="time training only")
+    args = parser.parse_args(argv)
+    args.model = args.model or ["gru"]
+    return args
 
 
 def main(argv=None):
     args = parse_args(argv)
+    reports = [measure(name, args) for name in args.model]
+    for report in reports[1:]:
+        report["step_time_vs_first"] = round(report["train_step_ms"] / reports[0]["train_step_ms"], 2)
+    print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
+    return 0
+
+
+def measure(model_name, args):
+    """Times one model's training steps (and evaluation); returns a report."""
     import keras
     import tensorflow as tf
 
@@ -40,7 +57,7 @@ def main(argv=None):
     from data.vocabulary import Vocabulary
     from models import registry
 
-    spec = registry.get(args.model)
+    spec = registry.get(model_name)
     config = spec.experiment(args.preset, args.set)
     train_split = readers.load_precomp(config.data.path, "train", config.data.image_features)
     vocabulary = Vocabulary.build(
@@ -66,6 +83,17 @@ def main(argv=None):
     for _ in range(args.steps):
         float(step(next(dataset)))
     train_seconds = time.perf_counter() - start
+    report = {
+        "model": model_name,
+        "preset": args.preset,
+        "overrides": args.set,
+        "batch_size": config.train.batch_size,
+        "train_pairs_per_s": round(args.steps * config.train.batch_size / train_seconds, 1),
+        "train_step_ms": round(1000 * train_seconds / args.steps, 1),
+        "devices": [d.name for d in tf.config.list_logical_devices()],
+    }
+    if args.skip_eval:
+        return report
 
     split = readers.load_precomp(config.data.path, args.eval_split, config.data.image_features)
     scorer = inference.CheckpointScorer(model, image_dim)
@@ -76,22 +104,13 @@ def main(argv=None):
     )
     eval_seconds = time.perf_counter() - start
 
-    pairs_per_second = args.steps * config.train.batch_size / train_seconds
-    report = {
-        "model": args.model,
-        "preset": args.preset,
-        "overrides": args.set,
-        "batch_size": config.train.batch_size,
-        "train_pairs_per_s": round(pairs_per_second, 1),
-        "train_step_ms": round(1000 * train_seconds / args.steps, 1),
+    return {
+        **report,
         "eval_split": args.eval_split,
         "eval_images": len(split.images),
         "eval_captions": len(split.captions),
         "eval_seconds": round(eval_seconds, 2),
-        "devices": [d.name for d in tf.config.list_logical_devices()],
     }
-    print(json.dumps(report, indent=2))
-    return 0
 
 
 if __name__ == "__main__":

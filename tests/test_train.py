@@ -27,6 +27,15 @@ def trained(tmp_path_factory):
     return model_dir
 
 
+@pytest.fixture(scope="module")
+def trained_rcn(tmp_path_factory):
+    model_dir = tmp_path_factory.mktemp("run") / "rcn"
+    argv = ["--model", "rcn", "--preset", "quick", "--model-dir", str(model_dir), *TINY,
+            "--set", "train.max_train_images=64", "--set", "train.epochs=1"]
+    assert train.main(argv) == 0
+    return model_dir
+
+
 def test_training_writes_config_vocab_checkpoints_logs_results_and_export(trained):
     for name in ("config.json", "vocab.json", "results.json", "checkpoints/checkpoint", "best/checkpoint",
                  "saved_model/saved_model.pb"):
@@ -50,9 +59,11 @@ def test_tensorboard_logs_hold_loss_learning_rate_metrics_and_hparams(trained):
     assert {"loss", "learning_rate", "rsum", "i2t_r1", "t2i_meanr", "_hparams_/session_start_info"} <= tags
 
 
-def test_evaluate_reproduces_training_numbers_from_checkpoint_and_export(trained, tmp_path):
+@pytest.mark.parametrize("run", ["trained", "trained_rcn"])
+def test_evaluate_reproduces_training_numbers_from_checkpoint_and_export(run, request, tmp_path):
     import evaluate
 
+    trained = request.getfixturevalue(run)
     expected = json.loads((trained / "results.json").read_text())["test"]
     for source in (["--model-dir", str(trained)], ["--saved-model", str(trained / "saved_model")]):
         out = tmp_path / "metrics.json"
@@ -62,9 +73,11 @@ def test_evaluate_reproduces_training_numbers_from_checkpoint_and_export(trained
             assert got[name] == pytest.approx(value, abs=1e-6), (source, name)
 
 
-def test_saved_model_matches_keras_model_in_a_fresh_process(trained, tmp_path):
+@pytest.mark.parametrize("run", ["trained", "trained_rcn"])
+def test_saved_model_matches_keras_model_in_a_fresh_process(run, request, tmp_path):
     import inference
 
+    trained = request.getfixturevalue(run)
     _, model = inference.restore_model(trained)
     captions = ["A dog runs through the grass .", "two children play on a beach"]
     features = np.random.default_rng(0).uniform(0, 2, size=(3, 1280)).astype(np.float32)

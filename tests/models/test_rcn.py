@@ -9,7 +9,7 @@ from data.errors import InputError
 from layers.capsule_mask_regularization import CapsuleMaskRegularization
 from models import registry
 from models.rcn import RecurrentCapsuleEncoder
-from tests.helpers import EMBEDDED_DATA
+from tests.helpers import EMBEDDED_DATA, run_layer_test
 from tests.layers.test_capsule_gru import numpy_gru
 from tests.layers.test_capsule_mask_regularization import numpy_eq_14
 from tests.layers.test_capsule_routing import numpy_routing
@@ -39,6 +39,11 @@ def test_table_i_rows_are_registered_with_the_papers_settings():
 def test_impossible_capsule_settings_are_input_errors(overrides):
     with pytest.raises(InputError, match="model config"):
         registry.get("rcn").experiment("paper", overrides)
+
+
+def test_encoder_layer_contract():
+    run_layer_test(RecurrentCapsuleEncoder, {"units": 6, "num_capsules": 3, "recursions": 2, "regularization": 0.05},
+                   (words(), tf.constant(MASK)), expected_output_shape=(3, 6))
 
 
 def test_one_capsule_and_no_recursion_is_a_plain_gru():

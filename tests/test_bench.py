@@ -1,0 +1,19 @@
+import json
+
+import bench
+
+TINY = ["--set", "model.word_dim=8", "--set", "model.embed_dim=16", "--steps", "2", "--warmup", "1"]
+
+
+def test_bench_reports_throughput_and_cost_relative_to_the_first_model(capsys):
+    assert bench.main(["--model", "rcn-gru", "--model", "rcn", "--preset", "quick", *TINY, "--skip-eval"]) == 0
+    first, second = json.loads(capsys.readouterr().out)
+    assert (first["model"], second["model"]) == ("rcn-gru", "rcn")
+    assert first["train_pairs_per_s"] > 0 and "eval_seconds" not in first
+    assert second["step_time_vs_first"] == round(second["train_step_ms"] / first["train_step_ms"], 2)
+
+
+def test_bench_times_evaluation(capsys):
+    assert bench.main(["--model", "gru", "--preset", "quick", *TINY, "--eval-split", "dev"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["eval_images"] == 1000 and report["eval_captions"] == 5000 and report["eval_seconds"] > 0
