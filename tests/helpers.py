@@ -17,7 +17,7 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 EMBEDDED_DATA = REPO / "data" / "f8k_precomp"
 
 
-def run_layer_test(layer_cls, init_kwargs, inputs, expected_output_shape=None):
+def run_layer_test(layer_cls, init_kwargs, inputs, expected_output_shape=None, input_gradients=True):
     """Checks a layer the way every layer of the zoo must behave.
 
     Args:
@@ -26,6 +26,8 @@ def run_layer_test(layer_cls, init_kwargs, inputs, expected_output_shape=None):
       inputs: a tensor or a tuple of positional input tensors (a batch).
       expected_output_shape: the eager output's shape (a tuple of shapes for
         a layer returning several tensors), if known.
+      input_gradients: whether gradients must reach the float inputs (not
+        for a layer piecewise constant in them, such as a discretisation).
 
     Returns:
       The layer's eager output, for further checks by the caller.
@@ -59,7 +61,7 @@ def run_layer_test(layer_cls, init_kwargs, inputs, expected_output_shape=None):
     # Every trainable variable and every float input gets a finite, non-zero
     # gradient (losses the layer adds included), and one step keeps the
     # output finite.
-    float_inputs = [x for x in inputs if x.dtype.is_floating]
+    float_inputs = [x for x in inputs if x.dtype.is_floating] if input_gradients else []
     with tf.GradientTape() as tape:
         tape.watch(float_inputs)
         loss = sum(layer.losses, 0.0)

@@ -1,0 +1,71 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data import readers
+from layers.full_network_embedding import FullNetworkEmbedding
+from tests.helpers import SHARED_DATA, run_layer_test
+
+RNG = np.random.default_rng(0)
+
+
+def numpy_fne(features, mean, std):
+    """Standardise with the given statistics, then threshold at -0.25 / 0.15."""
+    z = (features - mean) / std
+    return np.select([z < -0.25, z > 0.15], [-1.0, 1.0], 0.0)
+
+
+def test_layer_contract():
+    features = tf.constant(RNG.normal(size=(4, 6)), tf.float32)
+    output = run_layer_test(FullNetworkEmbedding, {}, features, expected_output_shape=(4, 6), input_gradients=False)
+    # Unfitted statistics (mean 0, std 1) threshold the raw values.
+    np.testing.assert_array_equal(output, numpy_fne(features.numpy(), 0, 1))
+
+
+def test_thresholds_are_strict_and_asymmetric():
+    layer = FullNetworkEmbedding()
+    z = np.array([[-0.26, -0.25, -0.1, 0.0, 0.15, 0.16]], np.float32)
+    np.testing.assert_array_equal(layer(z), [[-1, 0, 0, 0, 0, 1]])
+
+
+def test_statistics_come_from_the_training_images_only_real_stages():
+    train = readers.load_precomp(SHARED_DATA / "f8k_precomp", "train", "stages").images
+    test = readers.load_precomp(SHARED_DATA / "f8k_precomp", "test", "stages").images
+    layer = FullNetworkEmbedding()
+    layer.adapt(train)
+    train64 = train.astype(np.float64)
+    mean, std = train64.mean(axis=0), train64.std(axis=0)
+    np.testing.assert_allclose(layer.mean, mean, rtol=1e-5, atol=1e-6)
+    expected = numpy_fne(test.astype(np.float64), mean, np.where(std > 0, std, 1))
+    got = layer(test).numpy()
+    # float32 vs float64 may flip the rare value sitting on a threshold.
+    assert np.mean(got != expected) < 1e-4
+    assert set(np.unique(got)) == {-1.0, 0.0, 1.0}
+    # Fitting on the test images instead changes the embedding.
+    other = FullNetworkEmbedding()
+    other.adapt(test)
+    assert np.mean(other(test).numpy() != got) > 0.01
+
+
+def test_constant_features_map_to_zero():
+    features = np.concatenate([RNG.normal(size=(10, 3)), np.full((10, 1), 7.0)], axis=1).astype(np.float32)
+    layer = FullNetworkEmbedding()
+    layer.adapt(features)
+    assert np.all(layer(features).numpy()[:, 3] == 0)
+
+
+def test_statistics_travel_with_a_saved_model(tmp_path):
+    features = RNG.normal(loc=3, scale=2, size=(50, 6)).astype(np.float32)
+    layer = FullNetworkEmbedding()
+    layer.adapt(features)
+    module = tf.Module()
+    module.layer = layer
+    module.embed = tf.function(layer.call, input_signature=[tf.TensorSpec([None, 6], tf.float32)])
+    tf.saved_model.save(module, str(tmp_path / "fne"))
+    loaded = tf.saved_model.load(str(tmp_path / "fne"))
+    np.testing.assert_array_equal(loaded.embed(features[:7]), layer(features[:7]))
+
+
+def test_thresholds_must_be_ordered():
+    with pytest.raises(ValueError, match="negative_threshold < positive_threshold"):
+        FullNetworkEmbedding(negative_threshold=0.2, positive_threshold=0.1)
