@@ -27,7 +27,8 @@ class TrainConfig:
       optimizer: "adam", "rmsprop" or "sgd".
       learning_rate: initial learning rate.
       batch_size: global batch size (split over the replicas).
-      epochs: maximum number of epochs.
+      epochs: maximum number of epochs (of each phase, for a model trained
+        in phases).
       lr_decay_epochs: step decay; the learning rate is multiplied by
         `lr_decay_factor` at the start of each listed epoch (0-based).
       lr_decay_factor: factor of the step decay and of reduce-on-plateau.
@@ -38,7 +39,14 @@ class TrainConfig:
       validate_every: also validate on dev every this many steps (0 = only at
         the end of each epoch). A checkpoint is written at every validation.
       early_stopping_patience: stop after this many validations without a new
-        best dev rsum (0 = off).
+        best dev rsum (0 = off; in the last training phase).
+      phase_patience: for a model trained in phases (a curriculum, e.g.
+        Vilalta et al.'s PH: the sum of hinges, then the max), a phase ends
+        after this many validations without a new best dev rsum, or after
+        `epochs` epochs; the next phase starts from the best weights so far
+        with a fresh optimizer state.
+      phase_learning_rates: the learning rate of each phase after the first
+        (empty = `learning_rate` for all).
       sampling: "all_captions" (every caption once per epoch) or
         "one_caption_per_image" (each image once, with one random caption).
       bucket_by_length: group captions of similar length into batches.
@@ -58,6 +66,8 @@ class TrainConfig:
     grad_clip_norm: float | None = 2.0
     validate_every: int = 0
     early_stopping_patience: int = 0
+    phase_patience: int = 0
+    phase_learning_rates: tuple[float, ...] = ()
     sampling: str = "all_captions"
     bucket_by_length: bool = False
     seed: int = 0

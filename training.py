@@ -127,6 +127,7 @@ class Trainer:
                      int(state.epoch), int(state.step_in_epoch))
         else:
             # A resumed run killed before its first checkpoint starts over.
+            model.adapt(train_split.images)
             self._initialize_word_vectors(model, vocabulary, train_split)
             if self.is_chief:
                 write_json_atomically(self.model_dir / "config.json", cfg.to_json() + "\n")
@@ -236,6 +237,8 @@ class _TrainingState(tf.Module):
         self.best_rsum = tf.Variable(-1.0, dtype=tf.float64, trainable=False)
         self.validations_since_best = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.plateau_reductions = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.phase = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.phase_start_epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
 
 
 class _Loop:
@@ -258,12 +261,22 @@ class _Loop:
         chief = trainer.is_chief
         self.train_writer = tf.summary.create_file_writer(str(logs / "train")) if chief else tf.summary.create_noop_writer()
         self.dev_writer = tf.summary.create_file_writer(str(logs / "dev")) if chief else tf.summary.create_noop_writer()
-        self.train_step = make_train_step(model, optimizer, self.strategy, self.cfg.train.grad_clip_norm)
+        later_phases = model.num_phases - 1
+        if self.cfg.train.phase_learning_rates and len(self.cfg.train.phase_learning_rates) != later_phases:
+            raise InputError(
+                f"train.phase_learning_rates needs {later_phases} value(s) for model {self.cfg.model_name!r} "
+                f"({model.num_phases} phases), got {list(self.cfg.train.phase_learning_rates)}"
+            )
+        self._enter_phase()
 
     def train(self, train_data):
         tc = self.cfg.train
         self._log_hparams()
-        while int(self.state.epoch) < tc.epochs and not self.stop:
+        while not self.stop:
+            if self._phase_over():
+                if int(self.state.phase) == self.model.num_phases - 1:
+                    break
+                self._next_phase()
             epoch = int(self.state.epoch)
             self._set_learning_rate()
             batches = pipeline.epoch_order(
@@ -282,6 +295,7 @@ class _Loop:
                     with self.train_writer.as_default(step=step):
                         tf.summary.scalar("loss", loss)
                         tf.summary.scalar("learning_rate", float(self.optimizer.learning_rate))
+                        tf.summary.scalar("phase", int(self.state.phase))
                     log.info("epoch %d step %d loss %.4f", epoch, step, loss)
                 # The epoch counter moves before the end-of-epoch checkpoint,
                 # so a resumed run starts the next epoch.
@@ -291,8 +305,43 @@ class _Loop:
                     self.state.step_in_epoch.assign(0)
                 if epoch_done or (tc.validate_every and step % tc.validate_every == 0):
                     self._validate_and_save()
-                    if self.stop:
+                    if self.stop or self._phase_over():
                         break
+
+    def _phase_over(self):
+        """Whether the current phase has used its epochs, or (a phase before
+        the last) its patience."""
+        tc = self.cfg.train
+        state = self.state
+        if int(state.epoch) >= int(state.phase_start_epoch) + tc.epochs:
+            return True
+        last = int(state.phase) == self.model.num_phases - 1
+        return not last and tc.phase_patience > 0 and int(state.validations_since_best) >= tc.phase_patience
+
+    def _next_phase(self):
+        """Starts the next phase from the best weights so far, with a fresh
+        optimizer state, at the start of an epoch; checkpointed at once."""
+        state = self.state
+        tf.train.Checkpoint(model=self.model).restore(self.best.latest_checkpoint).expect_partial()
+        for variable in self.optimizer.variables:
+            variable.assign(tf.zeros_like(variable))
+        if int(state.step_in_epoch):
+            state.epoch.assign_add(1)
+            state.step_in_epoch.assign(0)
+        state.phase.assign_add(1)
+        state.phase_start_epoch.assign(state.epoch)
+        state.validations_since_best.assign(0)
+        state.plateau_reductions.assign(0)
+        self._enter_phase()
+        log.info("phase %d starts at epoch %d from the best checkpoint (dev rsum %.1f)",
+                 int(state.phase), int(state.epoch), float(state.best_rsum))
+        self.last.save(checkpoint_number=int(state.global_step))
+
+    def _enter_phase(self):
+        # The train step is traced for the phase's loss.
+        self.model.start_phase(int(self.state.phase))
+        self._set_learning_rate()
+        self.train_step = make_train_step(self.model, self.optimizer, self.strategy, self.cfg.train.grad_clip_norm)
 
     def validate_metrics(self):
         split = self.dev_split
@@ -324,18 +373,23 @@ class _Loop:
             if tc.plateau_patience and waited % tc.plateau_patience == 0:
                 self.state.plateau_reductions.assign_add(1)
                 self._set_learning_rate()
-            if tc.early_stopping_patience and waited >= tc.early_stopping_patience:
+            last_phase = int(self.state.phase) == self.model.num_phases - 1
+            if last_phase and tc.early_stopping_patience and waited >= tc.early_stopping_patience:
                 log.info("early stopping: %d validations without improvement", waited)
                 self.stop = True
                 # The stop is part of the state: a resumed run must not go on.
-                self.state.epoch.assign(tc.epochs)
+                self.state.epoch.assign(int(self.state.phase_start_epoch) + tc.epochs)
         self.last.save(checkpoint_number=step)
 
     def _set_learning_rate(self):
         tc = self.cfg.train
-        decays = sum(int(self.state.epoch) >= e for e in tc.lr_decay_epochs)
+        phase = int(self.state.phase)
+        base = tc.phase_learning_rates[phase - 1] if phase and tc.phase_learning_rates else tc.learning_rate
+        # Step decay counts the phase's own epochs.
+        epoch_in_phase = int(self.state.epoch) - int(self.state.phase_start_epoch)
+        decays = sum(epoch_in_phase >= e for e in tc.lr_decay_epochs)
         decays += int(self.state.plateau_reductions)
-        self.optimizer.learning_rate.assign(tc.learning_rate * tc.lr_decay_factor**decays)
+        self.optimizer.learning_rate.assign(base * tc.lr_decay_factor**decays)
 
     def _log_hparams(self):
         from tensorboard.plugins.hparams import api as hparams

@@ -62,6 +62,17 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
             self.encode_text(inputs["token_ids"], training=training),
         )
 
+    num_phases = 1
+
+    def start_phase(self, phase):
+        """Switches the training loss to that of `phase` (0-based), for a
+        model trained in phases (`num_phases` > 1, see
+        `TrainConfig.phase_patience`)."""
+
+    def adapt(self, training_image_features):
+        """Fits statistics of the training images (e.g. a Full-Network
+        Embedding's standardisation) before training; [N, F] array."""
+
     def set_word_vectors(self, matrix):
         """Initialises the word embedding from a [vocabulary, word_dim] matrix."""
         self.word_embedding.embeddings.assign(ops.convert_to_tensor(matrix))

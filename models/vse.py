@@ -1,26 +1,37 @@
-"""Visual-semantic embedding with a GRU sentence encoder.
+"""Visual-semantic embedding (VSE) with a GRU sentence encoder.
 
-`gru`: the Kiros et al. / VSE++ baseline, which is also the "GRU" row of
-Francis et al. 2018 (Table I: one capsule, no recursion). Text: word
-embedding -> GRU -> last valid state -> L2 norm. Image: affine map of the CNN
-feature -> L2 norm. Pairs are compared by cosine similarity and trained with
-a bidirectional hinge loss (margin 0.2), summed over the negatives or kept
-for the hardest negative only.
+The pipeline of Kiros et al. that VSE++, the order embeddings of Vendrov et
+al. and the Full-Network Embedding pipelines of Vilalta et al. build on.
+Text: word embedding -> GRU -> last valid state -> L2 norm. Image: the CNN
+feature (raw, L2-normalised, or as a Full-Network Embedding) -> affine or
+linear map -> L2 norm; optionally the absolute value of both embeddings
+(order embeddings). Pairs are compared by cosine or order-violation
+similarity and trained with a bidirectional hinge loss, summed over the
+negatives or kept for the hardest negative only.
+
+`gru`: the VSE++ baseline, which is also the "GRU" row of Francis et al.
+2018 (Table I: one capsule, no recursion). The Vilalta et al. variants are
+registered in `models/fne_pipelines.py`.
 """
 
 import dataclasses
 
 import keras
 from keras import layers as keras_layers
+from keras import ops
 
 from config import TrainConfig
 from layers.cosine_similarity import CosineSimilarity
+from layers.full_network_embedding import FullNetworkEmbedding
 from layers.hinge_losses import MaxOfHinges, SumOfHinges
+from layers.order_violation_similarity import OrderViolationSimilarity
 from layers.text_vectorizer import TextVectorizer
 from models import registry
 from models.base import RetrievalModel
 
 HINGE_LOSSES = {"sum": SumOfHinges, "max": MaxOfHinges}
+SIMILARITIES = {"cosine": CosineSimilarity, "order": OrderViolationSimilarity}
+IMAGE_INPUTS = ("raw", "unit", "fne")
 
 
 @dataclasses.dataclass
@@ -32,7 +43,10 @@ class VSEConfig:
       embed_dim: GRU state and joint space size (1024).
       margin: hinge margin (0.2).
       hinge: "max" keeps the hardest negative (VSE++, Francis et al. eqs.
-        11-13), "sum" sums over all negatives (Kiros et al., VSE0).
+        11-13; Vilalta et al. eq. 4), "sum" sums over all negatives (Kiros
+        et al., VSE0; Vilalta et al. eq. 1); "sum-max" trains in two phases,
+        the sum, then from its best weights the max (Vilalta et al. Sec.
+        3.5's curriculum; see `TrainConfig.phase_patience`).
       loss_reduction: "sum" over the batch (VSE++ code) or "mean"
         (Francis et al. eqs. 11-12 divide by the batch size).
       vocab_min_count: keep training words seen at least this often (VSE++
@@ -42,6 +56,18 @@ class VSEConfig:
       word_vectors: initialise the word embedding from this file (any format
         gensim's KeyedVectors reads), "word2vec" to train word2vec on the
         training captions first, or None for random initialisation (VSE++).
+      similarity: "cosine" (Kiros et al., VSE++) or "order", the
+        order-violation similarity of Vendrov et al. (Vilalta et al. eq. 3).
+      absolute: take the absolute value of both unit embeddings, keeping
+        them in the positive orthant for order embeddings (Vendrov et al.;
+        VSE++'s `use_abs`).
+      image_bias: an affine image map (Kiros et al., VSE++, Francis et al.)
+        or a linear one (Vendrov et al., Vilalta et al. Sec. 3.2).
+      image_input: what the image map reads: "raw" features (VSE++),
+        "unit" L2-normalised features (Vilalta et al.'s fc7 baselines),
+        or "fne", the Full-Network Embedding of raw per-layer features
+        (standardised with training statistics and discretised; feed it
+        `data.image_features=stages`).
     """
 
     word_dim: int = 300
@@ -53,14 +79,21 @@ class VSEConfig:
     vocab_max_size: int | None = None
     max_length: int | None = None
     word_vectors: str | None = None
+    similarity: str = "cosine"
+    absolute: bool = False
+    image_bias: bool = True
+    image_input: str = "raw"
 
     def __post_init__(self):
-        if self.hinge not in HINGE_LOSSES:
-            raise ValueError(f"hinge must be one of {sorted(HINGE_LOSSES)}, got {self.hinge!r}")
+        for name, choices in (("similarity", SIMILARITIES), ("image_input", IMAGE_INPUTS)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} must be one of {sorted(choices)}, got {getattr(self, name)!r}")
+        if not all(phase in HINGE_LOSSES for phase in self.hinge.split("-")):
+            raise ValueError(f"hinge must be 'sum', 'max' or phases such as 'sum-max', got {self.hinge!r}")
 
 
 class VSEModel(RetrievalModel):
-    """GRU sentence encoder and affine image encoder in a cosine joint space.
+    """GRU sentence encoder and CNN-feature image encoder in a joint space.
 
     Args:
       config: a `VSEConfig`.
@@ -79,13 +112,22 @@ class VSEModel(RetrievalModel):
             mask_zero=True,
         )
         self.sentence_encoder = self.make_sentence_encoder(config)
-        self.image_projection = keras_layers.Dense(config.embed_dim)
+        if config.image_input == "fne":
+            self.image_input = FullNetworkEmbedding()
+        elif config.image_input == "unit":
+            self.image_input = keras_layers.UnitNormalization()
+        else:
+            self.image_input = keras_layers.Identity()
+        self.image_projection = keras_layers.Dense(config.embed_dim, use_bias=config.image_bias)
         self.text_norm = keras_layers.UnitNormalization()
         self.image_norm = keras_layers.UnitNormalization()
-        self.cosine = CosineSimilarity()
-        self.hinge = HINGE_LOSSES[config.hinge](
-            margin=config.margin, reduction=config.loss_reduction
-        )
+        self.similarity_layer = SIMILARITIES[config.similarity]()
+        self.hinges = [
+            HINGE_LOSSES[name](margin=config.margin, reduction=config.loss_reduction)
+            for name in config.hinge.split("-")
+        ]
+        self.num_phases = len(self.hinges)
+        self.hinge = self.hinges[0]
 
     def make_sentence_encoder(self, config):
         """The layer reading word vectors [B, L, word_dim] and a mask [B, L]
@@ -98,13 +140,24 @@ class VSEModel(RetrievalModel):
         # The encoder carries its state over padded steps, so its output is
         # the state after the last real word.
         state = self.sentence_encoder(words, mask=token_ids != 0, training=training)
-        return self.text_norm(state)
+        return self._embedding(self.text_norm(state))
 
     def encode_image(self, image_features, training=False):
-        return self.image_norm(self.image_projection(image_features))
+        projected = self.image_projection(self.image_input(image_features))
+        return self._embedding(self.image_norm(projected))
+
+    def _embedding(self, unit_vectors):
+        return ops.abs(unit_vectors) if self.config.absolute else unit_vectors
+
+    def start_phase(self, phase):
+        self.hinge = self.hinges[phase]
+
+    def adapt(self, training_image_features):
+        if isinstance(self.image_input, FullNetworkEmbedding):
+            self.image_input.adapt(training_image_features)
 
     def similarity(self, image_encodings, text_encodings):
-        return self.cosine(image_encodings, text_encodings)
+        return self.similarity_layer(image_encodings, text_encodings)
 
     def pair_loss(self, image_encodings, text_encodings, image_index):
         return self.hinge(self.similarity(image_encodings, text_encodings), image_index)

@@ -25,7 +25,7 @@ def test_paper_preset_holds_the_papers_values():
     ("nonsense", "unknown key"),
     ("train.epochs=abc", "train.epochs must be of type int"),
     ("train.optimizer=adagrad", "train.optimizer must be one of"),
-    ("model.hinge=median", "hinge must be one of"),
+    ("model.hinge=median", "hinge must be .sum., .max. or phases"),
 ])
 def test_bad_overrides_are_one_line_input_errors(override, message):
     with pytest.raises(InputError, match=message) as error:

@@ -1,0 +1,92 @@
+"""The trainer's phases (a curriculum such as Vilalta et al.'s PH)."""
+
+import numpy as np
+import pytest
+
+import train
+import training
+from metrics import METRIC_NAMES
+from data.errors import InputError
+from layers.hinge_losses import MaxOfHinges, SumOfHinges
+from tests.test_train import TINY
+
+# Dev rsums the patched validation reports, in order (then 9 forever):
+# phase 0 improves twice, then fails once (phase_patience=1), so phase 1
+# must start after the third validation from the weights of the second.
+SCRIPTED_RSUM = [10.0, 12.0, 11.0, 13.0, 14.0]
+
+
+@pytest.fixture
+def scripted_run(monkeypatch, tmp_path):
+    events = []
+
+    def validate_metrics(loop):
+        done = len([e for e in events if e[0] == "validate"])
+        rsum = SCRIPTED_RSUM[done] if done < len(SCRIPTED_RSUM) else 9.0
+        events.append(("validate", rsum, int(loop.state.phase), type(loop.model.hinge),
+                       [w.copy() for w in loop.model.get_weights()]))
+        return {**dict.fromkeys(METRIC_NAMES, 0.0), "rsum": rsum}
+
+    original_next_phase = training._Loop._next_phase
+
+    def next_phase(loop):
+        original_next_phase(loop)
+        events.append(("phase", int(loop.state.phase), int(loop.state.epoch), type(loop.model.hinge),
+                       [w.copy() for w in loop.model.get_weights()], float(loop.optimizer.learning_rate)))
+
+    monkeypatch.setattr(training._Loop, "validate_metrics", validate_metrics)
+    monkeypatch.setattr(training._Loop, "_next_phase", next_phase)
+    model_dir = tmp_path / "run"
+    argv = ["--model", "gru", "--preset", "quick", "--model-dir", str(model_dir), *TINY,
+            "--set", "model.hinge=sum-max", "--set", "train.phase_patience=1",
+            "--set", "train.phase_learning_rates=[0.0005]", "--set", "train.epochs=2"]
+    assert train.main(argv) == 0
+    return events, model_dir
+
+
+def test_phase_two_starts_after_patience_from_the_best_weights(scripted_run):
+    events, _ = scripted_run
+    validations = [e for e in events if e[0] == "validate"]
+    [phase] = [e for e in events if e[0] == "phase"]
+    # Three validations in phase 0 (the third did not improve), the rest in 1.
+    assert [v[2] for v in validations[:3]] == [0, 0, 0] and all(v[2] == 1 for v in validations[3:])
+    assert all(v[3] is SumOfHinges for v in validations[:3]) and all(v[3] is MaxOfHinges for v in validations[3:])
+    _, number, epoch, hinge, weights, learning_rate = phase
+    # Phase 0 ended mid-epoch 0 (at step 21 of 25): phase 1 starts epoch 1.
+    assert (number, epoch) == (1, 1) and hinge is MaxOfHinges and learning_rate == pytest.approx(0.0005)
+    best_of_phase_0 = validations[1][4]
+    for got, want in zip(weights, best_of_phase_0):
+        np.testing.assert_array_equal(got, want)
+    # Phase 1 then runs its own 2 epochs of 25 steps, validating every 7
+    # global steps and at epoch ends: steps 28, 35, 42, 46, 49, 56, 63, 70, 71.
+    assert len(validations) == 3 + 9
+
+
+def test_phases_are_logged_to_tensorboard(scripted_run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _, model_dir = scripted_run
+    accumulator = EventAccumulator(str(model_dir / "logs" / "train"), size_guidance={"tensors": 0})
+    accumulator.Reload()
+    phases = {int(np.asarray(training_tensor_value(e))) for e in accumulator.Tensors("phase")}
+    assert phases == {0, 1}
+
+
+def training_tensor_value(event):
+    import tensorflow as tf
+
+    return tf.make_ndarray(event.tensor_proto)
+
+
+def test_phase_learning_rates_must_match_the_phases(tmp_path, capsys):
+    argv = ["--model", "gru", "--preset", "quick", "--model-dir", str(tmp_path / "run"), *TINY,
+            "--set", "train.phase_learning_rates=[0.1]"]
+    assert train.main(argv) == 2
+    assert "train.phase_learning_rates needs 0 value(s)" in capsys.readouterr().err
+
+
+def test_unknown_phase_hinge_is_an_input_error():
+    from models import registry
+
+    with pytest.raises(InputError, match="sum-max"):
+        registry.get("gru").experiment("paper", ["model.hinge=sum-maxx"])
