@@ -21,6 +21,9 @@ def parse_args(argv):
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override one config value, e.g. train.epochs=2 (repeatable)")
     parser.add_argument("--data", help="precomp data folder (default: the embedded Flickr8k features)")
+    parser.add_argument("--image-features", choices=("fc", "fne"), default="fc",
+                        help="fc: one CNN layer ({split}_ims.npy); fne: the Full-Network Embedding of every layer's "
+                        "features ({split}_stages.npy), i.e. --set model.image_input=fne --set data.image_features=stages")
     parser.add_argument("--model-dir", help="where checkpoints, logs, results and the export go (default: runs/<model>)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --model-dir from its last checkpoint")
     parser.add_argument("--export-only", action="store_true", help="only export --model-dir's best checkpoint as a SavedModel")
@@ -40,12 +43,12 @@ def _run(args):
     if args.list:
         for name in registry.names():
             spec = registry.get(name)
-            print(f"{name}: presets {', '.join(['paper', *spec.presets])}")
+            print(f"{name}: presets {', '.join({'paper': None, **spec.presets})}")
         return 0
     if args.export_only or args.resume:
         if not args.model_dir:
             raise InputError("--export-only and --resume need --model-dir")
-        if args.model or args.set or args.data:
+        if args.model or args.set or args.data or args.image_features != "fc":
             raise InputError("--resume/--export-only take the configuration from --model-dir/config.json; drop --model, --set and --data")
     elif not args.model:
         raise InputError("--model is required (see --list)")
@@ -60,6 +63,8 @@ def _run(args):
     else:
         spec = registry.get(args.model)
         overrides = [*args.set, *([f"data.path={args.data}"] if args.data else [])]
+        if args.image_features == "fne":
+            overrides = ["model.image_input=fne", "data.image_features=stages", *overrides]
         config = spec.experiment(args.preset, overrides)
     model_dir = args.model_dir or f"runs/{config.model_name}"
     strategy = training.make_strategy(args.strategy)

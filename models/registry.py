@@ -21,7 +21,9 @@ class ModelSpec:
       train: the paper's training settings.
       data: the paper's data settings.
       presets: named overrides (`{"section.field": value}`) applied on top
-        of the paper's defaults; "paper" is always available and empty.
+        of the config classes' defaults; "paper" is always available, and
+        empty unless given (when one config class serves several variants,
+        as the Vilalta et al. pipelines).
     """
 
     name: str
@@ -83,4 +85,4 @@ def names():
 
 def _import_models():
     # Importing a model module registers its models.
-    from models import rcn, vse  # noqa: F401
+    from models import fne_pipelines, rcn, vse  # noqa: F401

@@ -90,3 +90,31 @@ def test_unknown_phase_hinge_is_an_input_error():
 
     with pytest.raises(InputError, match="sum-max"):
         registry.get("gru").experiment("paper", ["model.hinge=sum-maxx"])
+
+
+def test_poe_on_full_network_embeddings_end_to_end(tmp_path):
+    """The order-embedding curriculum on real per-layer features: FNE
+    statistics from the training images, both phases, the export."""
+    import json
+
+    import tensorflow as tf
+
+    from data import readers
+    from tests.helpers import SHARED_DATA
+
+    data = SHARED_DATA / "f8k_precomp"
+    model_dir = tmp_path / "poe"
+    argv = ["--model", "poe", "--preset", "quick", "--data", str(data), "--image-features", "fne",
+            "--model-dir", str(model_dir), *TINY, "--set", "train.epochs=1", "--set", "train.phase_patience=1"]
+    assert train.main(argv) == 0
+    config = json.loads((model_dir / "config.json").read_text())
+    assert (config["model"]["image_input"], config["data"]["image_features"], config["image_dim"]) == ("fne", "stages", 3120)
+    train_features = readers.load_precomp(data, "train", "stages").images[:160].astype(np.float64)
+    checkpoint = tf.train.load_checkpoint(str(model_dir / "checkpoints"))
+    assert checkpoint.get_tensor("state/phase/.ATTRIBUTES/VARIABLE_VALUE") == 1
+    [mean_key] = [k for k in checkpoint.get_variable_to_shape_map() if "image_input/mean" in k]
+    np.testing.assert_allclose(checkpoint.get_tensor(mean_key), train_features.mean(axis=0), rtol=1e-4, atol=1e-4)
+    # The export applies them to raw per-layer features.
+    loaded = tf.saved_model.load(str(model_dir / "saved_model"))
+    test_features = readers.load_precomp(data, "test", "stages").images[:4].astype(np.float32)
+    assert loaded.encode_image(test_features).shape == (4, 32)  # TINY embed_dim

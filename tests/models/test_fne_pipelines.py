@@ -1,0 +1,88 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from export import export_saved_model
+from layers.full_network_embedding import FullNetworkEmbedding
+from models import registry
+from tests.layers.test_order_violation_similarity import numpy_order_similarity
+from tests.models.test_registered_models import VOCABULARY
+
+VARIANTS = ("sh", "mh", "soe", "moe", "ph", "poe")
+RNG = np.random.default_rng(0)
+
+
+def tiny(name, *overrides):
+    spec = registry.get(name)
+    config = spec.experiment("paper", ["model.word_dim=8", "model.embed_dim=16", *overrides])
+    return spec.build_model(config.model, VOCABULARY, image_dim=12)
+
+
+def test_table_1_flickr8k_columns():
+    def row(name, preset="paper"):
+        c = registry.get(name).experiment(preset)
+        m, t = c.model, c.train
+        return (m.hinge, m.similarity, m.embed_dim, m.word_dim, t.learning_rate, m.margin, m.absolute, t.epochs)
+
+    assert row("sh") == ("sum", "cosine", 1536, 1024, 2e-4, 0.2, False, 200)
+    assert row("mh") == ("max", "cosine", 1024, 1024, 2e-4, 0.2, False, 400)
+    assert row("soe") == ("sum", "order", 1024, 1024, 1e-3, 0.05, True, 200)
+    assert row("moe") == ("max", "order", 1536, 1536, 1e-3, 0.05, True, 200)
+    assert row("ph") == ("sum-max", "cosine", 1536, 1024, 2e-4, 0.2, False, 200)
+    assert row("poe") == ("sum-max", "order", 1024, 1024, 1e-3, 0.05, True, 200)
+    assert registry.get("poe").experiment("paper").train.phase_learning_rates == (1e-4,)
+    assert row("sh", "bl-coco") == ("sum", "cosine", 2048, 2000, 2.5e-4, 0.2, False, 200)
+    assert row("moe", "bl") == ("max", "order", 1024, 300, 2e-4, 0.2, False, 200)
+    assert row("mh", "coco")[2:4] == (2048, 1024)
+    for name in VARIANTS:
+        c = registry.get(name).experiment("paper")
+        assert (c.train.batch_size, c.train.grad_clip_norm, c.train.sampling) == (128, 2.0, "one_caption_per_image")
+        assert (c.model.image_bias, c.model.image_input, c.model.loss_reduction) == (False, "unit", "sum")
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_export_scores_with_the_variants_own_similarity(name, tmp_path):
+    model = tiny(name)
+    features = RNG.uniform(0, 2, size=(3, 12)).astype(np.float32)
+    captions = ["a dog runs on the grass .", "the dog", "grass"]
+    export_saved_model(model, 12, tmp_path / "export")
+    loaded = tf.saved_model.load(str(tmp_path / "export"))
+    images = loaded.encode_image(features).numpy()
+    texts = loaded.encode_text(tf.constant(captions)).numpy()
+    config = registry.get(name).experiment("paper").model
+    if config.similarity == "order":
+        expected = numpy_order_similarity(images, texts)
+        assert images.min() >= 0 and texts.min() >= 0  # absolute value
+    else:
+        expected = images @ texts.T
+    np.testing.assert_allclose(loaded.score(features, tf.constant(captions)), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(images, model.encode_image(features), atol=1e-6)
+
+
+def test_image_map_is_linear_on_unit_features():
+    model = tiny("sh")
+    assert model.image_projection.bias is None
+    features = RNG.uniform(0, 2, size=(2, 12)).astype(np.float32)
+    # fc features are L2-normalised first, so their scale does not matter.
+    np.testing.assert_allclose(model.encode_image(features), model.encode_image(5 * features), atol=1e-6)
+
+
+def test_fne_input_uses_training_statistics_inside_the_export(tmp_path):
+    model = tiny("sh", "model.image_input=fne")
+    assert isinstance(model.image_input, FullNetworkEmbedding)
+    training_features = RNG.normal(loc=4, scale=3, size=(40, 12)).astype(np.float32)
+    model.adapt(training_features)
+    np.testing.assert_allclose(model.image_input.mean, training_features.mean(axis=0), rtol=1e-5)
+    export_saved_model(model, 12, tmp_path / "export")
+    loaded = tf.saved_model.load(str(tmp_path / "export"))
+    raw = training_features[:5]
+    np.testing.assert_allclose(loaded.encode_image(raw), model.encode_image(raw), atol=1e-6)
+    z = (raw - training_features.mean(axis=0)) / training_features.std(axis=0)
+    fne = np.select([z < -0.25, z > 0.15], [-1.0, 1.0], 0.0)
+    np.testing.assert_array_equal(model.image_input(raw), fne)
+
+
+def test_curriculum_variants_have_two_phases():
+    for name in VARIANTS:
+        model = tiny(name)
+        assert model.num_phases == (2 if name in ("ph", "poe") else 1)
