@@ -3,7 +3,7 @@
     python -m data.extract_features --images DIR --flickr-text DIR --out DIR
     python -m data.extract_features --images DIR --karpathy dataset_coco.json --out DIR
         [--splits train,dev,test] [--backbone resnet152|vgg16|vgg19] [--crops 10|1]
-        [--weights imagenet|none|PATH] [--batch-size 16]
+        [--weights imagenet|none|PATH] [--batch-size 16] [--fne]
 
 The captions and the split of each image come from the Flickr8k text release
 (`--flickr-text`) or from Karpathy's JSON (`--karpathy`; Flickr8k, Flickr30k
@@ -19,6 +19,14 @@ is resized to 256x256 and the features of the 224x224 crops at its four
 corners and centre, and of their horizontal mirrors, are averaged; with 1
 crop the whole image is resized to 224x224. The aspect ratio is not kept.
 
+With `--fne` (VGG backbones) the raw material of a Full-Network Embedding
+(Garcia-Gasulla et al. 2018; Vilalta et al. 2018, Sec. 3.1) is written too:
+`{split}_stages.npy`, the spatial average of every convolutional layer's
+output and the fully connected fc1 and fc2 outputs, concatenated (VGG16:
+13 convolutions + 2 FC layers = 12,416 values), averaged over the crops,
+and `stages.json`, the layers and their sizes in that order. `train.py
+--image-features fne` standardises and discretises them in the model.
+
 Keras downloads the ImageNet weights on first use into ~/.keras/models/
 ($KERAS_HOME/models/ if set); offline, put the file named in the error
 message there, or pass its path as --weights PATH.
@@ -26,6 +34,7 @@ message there, or pass its path as --weights PATH.
 
 import argparse
 import dataclasses
+import json
 import logging
 import os
 import sys
@@ -102,6 +111,32 @@ def build_backbone(name, weights="imagenet"):
         raise InputError(f"--weights {weights}: not a weights file of {name} ({reason})") from None
     features = keras.Model(model.input, model.get_layer(backbone.feature_layer).output)
     return features, application.preprocess_input
+
+
+def full_network(features_model, feature_layer):
+    """The Full-Network Embedding's raw features of a VGG feature model.
+
+    Args:
+      features_model: from `build_backbone` (input to fc2).
+      feature_layer: the name of its usual feature layer.
+
+    Returns:
+      (model, layout): the model maps crops to [B, F] features (every
+      convolution's output spatially averaged, then fc1 and fc2); layout is
+      [{"name", "dim"}] per layer, in that order.
+    """
+    layers = [layer for layer in features_model.layers if isinstance(layer, keras.layers.Conv2D)]
+    layers += [layer for layer in features_model.layers if layer.name in ("fc1", "fc2")]
+    if not any(layer.name == feature_layer for layer in layers):
+        raise InputError("--fne needs a VGG backbone (convolutions followed by fc1, fc2): --backbone vgg16 or vgg19")
+    outputs = [
+        keras.layers.GlobalAveragePooling2D(name=f"{layer.name}_mean")(layer.output)
+        if len(layer.output.shape) == 4
+        else layer.output
+        for layer in layers
+    ]
+    model = keras.Model(features_model.input, keras.layers.Concatenate()(outputs))
+    return model, [{"name": layer.name, "dim": int(layer.output.shape[-1])} for layer in layers]
 
 
 def load_image(path, size):
@@ -198,6 +233,8 @@ def parse_args(argv):
     parser.add_argument("--crops", type=int, default=10, choices=(1, 10), help="10: the papers' 10-crop average")
     parser.add_argument("--weights", default="imagenet", help="imagenet, none (random, for tests) or a weights file")
     parser.add_argument("--batch-size", type=_positive_int, default=16, help="images per forward pass")
+    parser.add_argument("--fne", action="store_true",
+                        help="also write every layer's features ({split}_stages.npy, stages.json) for the Full-Network Embedding")
     return parser.parse_args(argv)
 
 
@@ -229,13 +266,28 @@ def _run(args):
         if missing is not None:
             raise InputError(f"{images / missing}: image of split {split} not found")
         splits[split] = data
-    extract = FeatureExtractor(*build_backbone(args.backbone, args.weights), args.crops)
+    model, preprocess = build_backbone(args.backbone, args.weights)
+    feature_layer = BACKBONES[args.backbone].feature_layer
+    layout = None
+    if args.fne:
+        model, layout = full_network(model, feature_layer)
+        # The usual features ({split}_ims.npy) are the feature layer's block.
+        position = [entry["name"] for entry in layout].index(feature_layer)
+        start = sum(entry["dim"] for entry in layout[:position])
+        feature_slice = slice(start, start + layout[position]["dim"])
+    extract = FeatureExtractor(model, preprocess, args.crops)
     for split, data in splits.items():
         log.info("%s: %d images, %s, %d crop(s)", split, len(data.image_files), args.backbone, args.crops)
         paths = [images / name for name in data.image_files]
         features = extract(paths, args.batch_size)
+        if layout is not None:
+            readers.write_image_features(args.out, split, "stages", features, data.image_files)
+            features = features[:, feature_slice]
         readers.write_precomp(args.out, split, features, data)
         log.info("%s: wrote %s features to %s", split, features.shape, args.out)
+    if layout is not None:
+        text = json.dumps({"backbone": f"{args.backbone} ({args.weights})", "layers": layout}, indent=1)
+        readers.atomic_write(Path(args.out) / "stages.json", lambda f: f.write(text.encode("utf-8")))
     return 0
 
 

@@ -233,13 +233,7 @@ def write_precomp(root, split, features, data, captions_per_image=CAPTIONS_PER_I
     """
     root = Path(root)
     captions_path = root / f"{split}_caps.txt"
-    features = np.asarray(features, np.float32)
-    if features.ndim != 2 or len(features) != len(data.image_files):
-        raise ValueError(f"features of shape {features.shape} for {len(data.image_files)} images")
-    finite = np.isfinite(features).all(axis=1)
-    if not finite.all():
-        bad = data.image_files[int(np.argmin(finite))]
-        raise InputError(f"{root / f'{split}_ims.npy'}: the features of image {bad} hold NaN or inf")
+    features = _checked_features(root / f"{split}_ims.npy", features, data.image_files)
     lines = []
     for image, captions in zip(data.image_files, data.captions):
         # Runs of whitespace, newlines included, become one space: the
@@ -252,9 +246,29 @@ def write_precomp(root, split, features, data, captions_per_image=CAPTIONS_PER_I
             )
         lines.extend(captions)
     root.mkdir(parents=True, exist_ok=True)
-    atomic_write(root / f"{split}_ims.npy", lambda f: np.save(f, features))
+    write_image_features(root, split, "ims", features, data.image_files)
     atomic_write(captions_path, lambda f: f.write(("\n".join(lines) + "\n").encode("utf-8")))
     atomic_write(root / f"{split}_ids.txt", lambda f: f.write(("\n".join(data.image_files) + "\n").encode("utf-8")))
+
+
+def write_image_features(root, split, name, features, image_files):
+    """Writes `{split}_{name}.npy` (float32, one row per image of
+    `image_files`), e.g. the per-layer features `stages` beside `ims`."""
+    path = Path(root) / f"{split}_{name}.npy"
+    features = _checked_features(path, features, image_files)
+    Path(root).mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda f: np.save(f, features))
+
+
+def _checked_features(path, features, image_files):
+    features = np.asarray(features, np.float32)
+    if features.ndim != 2 or len(features) != len(image_files):
+        raise ValueError(f"features of shape {features.shape} for {len(image_files)} images")
+    finite = np.isfinite(features).all(axis=1)
+    if not finite.all():
+        bad = image_files[int(np.argmin(finite))]
+        raise InputError(f"{path}: the features of image {bad} hold NaN or inf")
+    return features
 
 
 def atomic_write(path, write):

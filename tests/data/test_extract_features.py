@@ -88,6 +88,32 @@ def test_vgg16_fc7_with_ten_crops(release, tmp_path):
     assert test.images.shape == (1, 4096) and np.all(np.isfinite(test.images))
 
 
+def test_vgg16_full_network_features(release, tmp_path):
+    import json
+
+    images, text = release
+    common = ["--splits", "test", "--backbone", "vgg16", "--weights", "none", "--crops", "1"]
+    keras.utils.set_random_seed(0)
+    assert run_cli(images, text, tmp_path / "fne", *common, "--fne") == 0
+    keras.utils.set_random_seed(0)  # the same random weights for the plain run
+    assert run_cli(images, text, tmp_path / "fc", *common) == 0
+    layout = json.loads((tmp_path / "fne" / "stages.json").read_text())["layers"]
+    # VGG16: 13 convolutions and the 2 fully connected layers, 12,416 values.
+    assert [entry["name"] for entry in layout[-3:]] == ["block5_conv3", "fc1", "fc2"]
+    assert len(layout) == 15 and sum(entry["dim"] for entry in layout) == 12416
+    stages = readers.load_precomp(tmp_path / "fne", "test", "stages").images
+    assert stages.shape == (1, 12416) and np.all(np.isfinite(stages))
+    fc7 = readers.load_precomp(tmp_path / "fc", "test").images
+    np.testing.assert_allclose(readers.load_precomp(tmp_path / "fne", "test").images, fc7, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(stages[:, -4096:], fc7, rtol=1e-4, atol=1e-5)
+
+
+def test_fne_needs_a_vgg_backbone(release, tmp_path, capsys):
+    images, text = release
+    assert run_cli(images, text, tmp_path / "o", "--splits", "test", "--weights", "none", "--fne") == 2
+    assert "--fne needs a VGG backbone" in capsys.readouterr().err
+
+
 def test_weights_urls_are_the_ones_keras_downloads():
     from keras.src.applications import resnet, vgg16, vgg19
 
