@@ -3,6 +3,11 @@
     python -m bench --model gru --preset quick
     python -m bench --model gru --preset paper --steps 20
     python -m bench --model rcn --model rcn-gru --preset quick
+    python -m bench --order-similarity 5000 --dim 1024
+
+`--order-similarity N` instead ranks N random images against 5N captions
+under the order-violation similarity (the 5K x 25K COCO evaluation for
+N = 5000) and reports the time and the process's peak memory.
 
 With several models, each report also gives its training step time
 relative to the first model's (`step_time_vs_first`), e.g. the cost of the
@@ -31,6 +36,9 @@ def parse_args(argv):
     parser.add_argument("--warmup", type=int, default=3, help="untimed training steps first")
     parser.add_argument("--eval-split", default="test")
     parser.add_argument("--skip-eval", action="store_true", help="time training only")
+    parser.add_argument("--order-similarity", type=int, metavar="N",
+                        help="time an N x 5N evaluation with the order-violation similarity instead")
+    parser.add_argument("--dim", type=int, default=1024, help="embedding size for --order-similarity")
     args = parser.parse_args(argv)
     args.model = args.model or ["gru"]
     return args
@@ -38,11 +46,46 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.order_similarity:
+        print(json.dumps(order_similarity_evaluation(args.order_similarity, args.dim), indent=2))
+        return 0
     reports = [measure(name, args) for name in args.model]
     for report in reports[1:]:
         report["step_time_vs_first"] = round(report["train_step_ms"] / reports[0]["train_step_ms"], 2)
     print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
     return 0
+
+
+def order_similarity_evaluation(n_images, dim):
+    """Ranks n_images x 5 n_images random non-negative unit embeddings by
+    order-violation similarity, block by block as `evaluate.py` does."""
+    import resource
+
+    import tensorflow as tf
+
+    import evaluate
+    from layers.order_violation_similarity import OrderViolationSimilarity
+
+    rng = np.random.default_rng(0)
+
+    def unit(n):
+        x = np.abs(rng.normal(size=(n, dim))).astype(np.float32)
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+    images, texts = unit(n_images), unit(5 * n_images)
+    similarity = tf.function(OrderViolationSimilarity())
+    start = time.perf_counter()
+    metrics = evaluate.evaluate_encodings(
+        lambda i, t: similarity(i, t).numpy(), images, texts, np.repeat(np.arange(n_images), 5)
+    )
+    return {
+        "images": n_images,
+        "captions": 5 * n_images,
+        "dim": dim,
+        "seconds": round(time.perf_counter() - start, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "rsum_of_random_embeddings": round(metrics["rsum"], 2),
+    }
 
 
 def measure(model_name, args):

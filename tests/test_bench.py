@@ -17,3 +17,9 @@ def test_bench_times_evaluation(capsys):
     assert bench.main(["--model", "gru", "--preset", "quick", *TINY, "--eval-split", "dev"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["eval_images"] == 1000 and report["eval_captions"] == 5000 and report["eval_seconds"] > 0
+
+
+def test_bench_times_an_order_similarity_evaluation(capsys):
+    assert bench.main(["--order-similarity", "40", "--dim", "16"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["images"], report["captions"]) == (40, 200) and report["peak_rss_mb"] > 0
