@@ -69,28 +69,34 @@ class CapsuleGRU(keras.layers.Layer):
         self.bias = self.add_weight(shape=(self.num_capsules, 1, 3 * self.units), initializer="zeros", name="bias")
 
     def call(self, inputs, mask=None):
-        [states] = scan_capsule_grus([self], inputs, mask)
-        return states
-
-    def project(self, inputs):
-        """The input terms of eqs. 1-3 for every step at once: inputs as in
-        `call` -> [L, N, B, 3U], time-major and capsule-major."""
+        # Input projections of every step at once, time-major and
+        # capsule-major: [L, N, B, 3U].
         if len(inputs.shape) == 3:
             projected = ops.einsum("blf,nfk->lnbk", inputs, self.kernel)
         else:
             projected = ops.einsum("bnlf,nfk->lnbk", inputs, self.kernel)
-        return projected + self.bias
-
-    def step(self, state, projected):
-        """Eqs. 1-4 for one step of every capsule: state [N, B, U] and that
-        step's `project` output [N, B, 3U] -> the new state [N, B, U]."""
+        projected = projected + self.bias
+        batch, steps = ops.shape(inputs)[0], ops.shape(projected)[0]
+        valid = ops.ones((steps, batch), "bool") if mask is None else ops.transpose(ops.cast(mask, "bool"))
         act = ops.sigmoid if self.candidate_activation == "sigmoid" else ops.tanh
-        x_z, x_r, x_h = ops.split(projected, 3, axis=-1)
-        h_z, h_r = ops.split(ops.matmul(state, self.recurrent_kernel[:, :, : 2 * self.units]), 2, axis=-1)
-        z = ops.sigmoid(x_z + h_z)  # eq. 1
-        r = ops.sigmoid(x_r + h_r)  # eq. 2
-        candidate = act(x_h + ops.matmul(r * state, self.recurrent_kernel[:, :, 2 * self.units :]))  # eq. 3
-        return (1 - z) * state + z * candidate  # eq. 4
+        recurrent_gates = self.recurrent_kernel[:, :, : 2 * self.units]
+        recurrent_candidate = self.recurrent_kernel[:, :, 2 * self.units :]
+
+        def step(state, step_inputs):
+            x, is_word = step_inputs  # [N, B, 3U], [B]
+            x_z, x_r, x_h = ops.split(x, 3, axis=-1)
+            h_z, h_r = ops.split(ops.matmul(state, recurrent_gates), 2, axis=-1)
+            z = ops.sigmoid(x_z + h_z)  # eq. 1
+            r = ops.sigmoid(x_r + h_r)  # eq. 2
+            candidate = act(x_h + ops.matmul(r * state, recurrent_candidate))  # eq. 3
+            new_state = (1 - z) * state + z * candidate  # eq. 4
+            return ops.where(is_word[None, :, None], new_state, state)
+
+        initial = ops.zeros((self.num_capsules, batch, self.units), projected.dtype)
+        # tf.scan, not keras.ops.scan: the latter fails on a sequence length
+        # unknown at trace time (Keras 3.15).
+        states = tf.scan(step, (projected, valid), initializer=initial)
+        return ops.transpose(states[-1], (1, 0, 2))
 
     def compute_mask(self, inputs, mask=None):
         # The output is one state per capsule, not a sequence.
@@ -106,38 +112,6 @@ class CapsuleGRU(keras.layers.Layer):
             "num_capsules": self.num_capsules,
             "candidate_activation": self.candidate_activation,
         }
-
-
-def scan_capsule_grus(grus, inputs, mask=None):
-    """Runs built `CapsuleGRU`s over the same inputs in a single scan.
-
-    The RCN's capsules read their masked sentence with two GRUs each (eqs.
-    5-6); stepping both through time together halves the sequential steps.
-
-    Args:
-      grus: built `CapsuleGRU` layers with the same `num_capsules`.
-      inputs, mask: as in `CapsuleGRU.call`.
-
-    Returns:
-      A list with each GRU's last valid states, [B, N, units].
-    """
-    projected = tuple(gru.project(inputs) for gru in grus)
-    batch, steps = ops.shape(inputs)[0], ops.shape(projected[0])[0]
-    valid = ops.ones((steps, batch), "bool") if mask is None else ops.transpose(ops.cast(mask, "bool"))
-
-    def step(states, step_inputs):
-        step_projected, is_word = step_inputs
-        # Masked steps keep the state: the result is the last valid state.
-        return tuple(
-            ops.where(is_word[None, :, None], gru.step(state, x), state)
-            for gru, state, x in zip(grus, states, step_projected)
-        )
-
-    initial = tuple(ops.zeros((gru.num_capsules, batch, gru.units), projected[0].dtype) for gru in grus)
-    # tf.scan, not keras.ops.scan: the latter fails on a sequence length
-    # unknown at trace time (Keras 3.15).
-    states = tf.scan(step, (projected, valid), initializer=initial)
-    return [ops.transpose(s[-1], (1, 0, 2)) for s in states]
 
 
 def _per_capsule(initializer_class):
