@@ -31,7 +31,11 @@ from models.base import RetrievalModel
 
 HINGE_LOSSES = {"sum": SumOfHinges, "max": MaxOfHinges}
 SIMILARITIES = {"cosine": CosineSimilarity, "order": OrderViolationSimilarity}
-IMAGE_INPUTS = ("raw", "unit", "fne")
+IMAGE_INPUTS = {
+    "raw": keras_layers.Identity,
+    "unit": keras_layers.UnitNormalization,
+    "fne": FullNetworkEmbedding,
+}
 
 
 @dataclasses.dataclass
@@ -112,12 +116,7 @@ class VSEModel(RetrievalModel):
             mask_zero=True,
         )
         self.sentence_encoder = self.make_sentence_encoder(config)
-        if config.image_input == "fne":
-            self.image_input = FullNetworkEmbedding()
-        elif config.image_input == "unit":
-            self.image_input = keras_layers.UnitNormalization()
-        else:
-            self.image_input = keras_layers.Identity()
+        self.image_input = IMAGE_INPUTS[config.image_input]()
         self.image_projection = keras_layers.Dense(config.embed_dim, use_bias=config.image_bias)
         self.text_norm = keras_layers.UnitNormalization()
         self.image_norm = keras_layers.UnitNormalization()
