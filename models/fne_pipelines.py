@@ -79,7 +79,7 @@ class _Column:
 
     def settings(self, dataset):
         pick = lambda value: value[dataset] if isinstance(value, dict) else value  # noqa: E731
-        model = {
+        settings = {
             "model.hinge": self.hinge,
             "model.similarity": self.similarity,
             "model.embed_dim": pick(self.embed_dim),
@@ -89,8 +89,8 @@ class _Column:
             "train.learning_rate": pick(self.learning_rate),
         }
         if self.second_learning_rate is not None:
-            model["train.phase_learning_rates"] = [self.second_learning_rate]
-        return model
+            settings["train.phase_learning_rates"] = [self.second_learning_rate]
+        return settings
 
 
 def _sizes(f8k, f30k, coco):
@@ -125,13 +125,14 @@ def _epochs(name, dataset):
 
 def _presets(name):
     presets = {}
-    for bl in ("", "-bl"):
-        column = TABLE_1.get(name + bl)
+    for baseline in (False, True):
+        column = TABLE_1.get(f"{name}-bl" if baseline else name)
         if column is None:
             continue
         for dataset in DATASETS:
-            preset = bl.lstrip("-") + ("" if dataset == "f8k" else f"-{dataset}")
-            presets[preset.strip("-") or "paper"] = {
+            # "paper", "f30k", "coco", "bl", "bl-f30k", "bl-coco".
+            words = (["bl"] if baseline else []) + ([] if dataset == "f8k" else [dataset])
+            presets["-".join(words) or "paper"] = {
                 **column.settings(dataset),
                 "train.epochs": _epochs(name, dataset),
             }
