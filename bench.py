@@ -97,19 +97,18 @@ def measure(model_name, args):
     import inference
     import training
     from data import pipeline, readers
-    from data.vocabulary import Vocabulary
     from models import registry
 
     spec = registry.get(model_name)
     config = spec.experiment(args.preset, args.set)
-    train_split = readers.load_precomp(config.data.path, "train", config.data.image_features)
-    vocabulary = Vocabulary.build(
-        train_split.captions, min_count=config.model.vocab_min_count, max_size=config.model.vocab_max_size
-    )
+    train_split = readers.load_split(config.data.path, config.data.train_split, config.data.image_features)
+    # Without word vectors: they only change initial values (and the size of
+    # a frozen lookup table), not the cost of a step.
+    vocabulary = spec.vocabulary(config.model, train_split.captions, None)
     keras.utils.set_random_seed(config.train.seed)
     strategy = tf.distribute.get_strategy()
     image_dim = train_split.images.shape[1]
-    model = spec.build_model(config.model, vocabulary.tokens, image_dim)
+    model = spec.build_model(config.model, vocabulary, image_dim)
     optimizer = training.make_optimizer(config.train)
     optimizer.build(model.trainable_variables)
     step = training.make_train_step(model, optimizer, strategy, config.train.grad_clip_norm)
@@ -138,7 +137,7 @@ def measure(model_name, args):
     if args.skip_eval:
         return report
 
-    split = readers.load_precomp(config.data.path, args.eval_split, config.data.image_features)
+    split = readers.load_split(config.data.path, args.eval_split, config.data.image_features)
     scorer = inference.CheckpointScorer(model, image_dim)
     scorer.encode_texts(split.captions[:8])  # trace once, outside the timing
     start = time.perf_counter()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from data.errors import InputError
 from data.readers import atomic_write
+from metrics import SELECTION_METRICS
 
 EMBEDDED_DATA = str(Path(__file__).resolve().parent / "data" / "f8k_precomp")
 
@@ -25,6 +26,10 @@ class TrainConfig:
 
     Attributes:
       optimizer: "adam", "rmsprop" or "sgd".
+      optimizer_epsilon: the epsilon of Adam or RMSprop (None = Keras'
+        default). Keras 3's RMSprop adds it inside the square root
+        (lr g / sqrt(v + eps)), Keras 2's outside (lr g / (sqrt(v) + eps)):
+        eps**2 here emulates a Keras-2 eps (exact where v = 0).
       learning_rate: initial learning rate.
       batch_size: global batch size (split over the replicas).
       epochs: maximum number of epochs (of each phase, for a model trained
@@ -33,13 +38,17 @@ class TrainConfig:
         `lr_decay_factor` at the start of each listed epoch (0-based).
       lr_decay_factor: factor of the step decay and of reduce-on-plateau.
       plateau_patience: reduce-on-plateau; after this many validations without
-        a new best dev rsum the learning rate is multiplied by
+        a new best `selection_metric` the learning rate is multiplied by
         `lr_decay_factor` (0 = off).
       grad_clip_norm: clip gradients to this global norm (None = off).
       validate_every: also validate on dev every this many steps (0 = only at
         the end of each epoch). A checkpoint is written at every validation.
       early_stopping_patience: stop after this many validations without a new
-        best dev rsum (0 = off; in the last training phase).
+        best `selection_metric` (0 = off; in the last training phase).
+      selection_metric: the dev metric that picks the best checkpoint and
+        drives reduce-on-plateau, early stopping and phase changes: "rsum"
+        or any metric where higher is better (`metrics.SELECTION_METRICS`,
+        e.g. "i2t_map", Word2VisualVec's).
       phase_patience: for a model trained in phases (a curriculum, e.g.
         Vilalta et al.'s PH: the sum of hinges, then the max), a phase ends
         after this many validations without a new best dev rsum, or after
@@ -57,6 +66,7 @@ class TrainConfig:
     """
 
     optimizer: str = "adam"
+    optimizer_epsilon: float | None = None
     learning_rate: float = 2e-4
     batch_size: int = 128
     epochs: int = 30
@@ -66,6 +76,7 @@ class TrainConfig:
     grad_clip_norm: float | None = 2.0
     validate_every: int = 0
     early_stopping_patience: int = 0
+    selection_metric: str = "rsum"
     phase_patience: int = 0
     phase_learning_rates: tuple[float, ...] = ()
     sampling: str = "all_captions"
@@ -79,6 +90,9 @@ class TrainConfig:
         _check_choice(
             "train.sampling", self.sampling, ("all_captions", "one_caption_per_image")
         )
+        _check_choice("train.selection_metric", self.selection_metric, SELECTION_METRICS)
+        if self.optimizer_epsilon is not None and not self.optimizer_epsilon > 0:
+            raise InputError(f"train.optimizer_epsilon must be positive; got {self.optimizer_epsilon}")
         if self.batch_size < 2:
             raise InputError("train.batch_size must be at least 2 (negatives come from the batch)")
 
@@ -88,15 +102,21 @@ class DataConfig:
     """Where the data is.
 
     Attributes:
-      path: a folder in the VSE++ precomp layout; defaults to the embedded
-        Flickr8k features.
-      image_features: which `{split}_<name>.npy` holds the image features.
-      dev_split / test_split: the splits used for model selection and for
-        the final report.
+      path: a folder in the VSE++ precomp layout or of bigfile collections
+        (see `data.readers.load_split`); defaults to the embedded Flickr8k
+        features.
+      image_features: the image (or video) feature name: `{split}_<name>.npy`
+        in the precomp layout, `<split>/FeatureData/<name>/` for
+        collections; "a+b" concatenates the features a and b of each item
+        (e.g. a video's visual and audio features).
+      train_split / dev_split / test_split: the splits used for training,
+        model selection and the final report (file prefixes, or collection
+        names such as msrvtt10ktrain).
     """
 
     path: str = EMBEDDED_DATA
     image_features: str = "ims"
+    train_split: str = "train"
     dev_split: str = "dev"
     test_split: str = "test"
 

@@ -2,6 +2,7 @@
 
     python evaluate.py --model-dir DIR [--split test] [--protocol full]
     python evaluate.py --saved-model DIR/saved_model [--data DIR]
+    python evaluate.py --model-dir DIR --set model.similarity=dot   # an evaluation-time ablation
 
 Both paths run the same protocol: encode every image and every caption once,
 then score them block by block (so a 5K x 25K evaluation needs memory for
@@ -30,7 +31,8 @@ CAPTION_BLOCK = 2048
 
 
 def rank_all(similarity, image_encodings, text_encodings, caption_image):
-    """Both directions' ranks, scoring one block of rows/columns at a time.
+    """Both directions' ranks and the images' average precisions, scoring
+    one block of rows/columns at a time.
 
     Args:
       similarity: `(image_encodings, text_encodings) -> [n_i, n_t]` array.
@@ -38,14 +40,12 @@ def rank_all(similarity, image_encodings, text_encodings, caption_image):
       caption_image: int [n_captions].
     """
     n_images, n_captions = len(image_encodings), len(text_encodings)
-    i2t = [
-        metrics.image_annotation_ranks(
-            np.asarray(similarity(image_encodings[a : a + IMAGE_BLOCK], text_encodings)),
-            caption_image,
-            np.arange(a, min(a + IMAGE_BLOCK, n_images)),
-        )
-        for a in range(0, n_images, IMAGE_BLOCK)
-    ]
+    i2t, i2t_ap = [], []
+    for a in range(0, n_images, IMAGE_BLOCK):
+        sims = np.asarray(similarity(image_encodings[a : a + IMAGE_BLOCK], text_encodings))
+        rows = np.arange(a, min(a + IMAGE_BLOCK, n_images))
+        i2t.append(metrics.image_annotation_ranks(sims, caption_image, rows))
+        i2t_ap.append(metrics.image_annotation_average_precision(sims, caption_image, rows))
     t2i = [
         metrics.image_retrieval_ranks(
             np.asarray(similarity(image_encodings, text_encodings[a : a + CAPTION_BLOCK])),
@@ -53,7 +53,7 @@ def rank_all(similarity, image_encodings, text_encodings, caption_image):
         )
         for a in range(0, n_captions, CAPTION_BLOCK)
     ]
-    return np.concatenate(i2t), np.concatenate(t2i)
+    return np.concatenate(i2t), np.concatenate(t2i), np.concatenate(i2t_ap)
 
 
 def evaluate_encodings(similarity, image_encodings, text_encodings, caption_image, protocol="full"):
@@ -92,7 +92,7 @@ def format_table(result):
             f"{result[f'{direction}_{name}']:8.1f}" for name in ("r1", "r5", "r10", "medr", "meanr")
         )
         rows.append(f"{label:6}{values}")
-    rows.append(f"rsum {result['rsum']:.1f}")
+    rows.append(f"rsum {result['rsum']:.1f}   i2t mAP {result['i2t_map']:.3f}   i2t MIR {result['i2t_mir']:.3f}")
     return "\n".join(rows)
 
 
@@ -107,6 +107,9 @@ def parse_args(argv):
     parser.add_argument("--protocol", default="full", choices=PROTOCOLS)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--json", help="also write the metrics to this JSON file")
+    parser.add_argument("--set", action="append", default=[], metavar="model.KEY=VALUE",
+                        help="with --model-dir: change a model setting that needs no retraining, "
+                        "e.g. model.similarity=dot (repeatable)")
     return parser.parse_args(argv)
 
 
@@ -118,7 +121,9 @@ def _run(args):
     import inference  # Imported here: it loads TensorFlow.
 
     if args.model_dir:
-        scorer = inference.CheckpointScorer.from_model_dir(args.model_dir)
+        scorer = inference.CheckpointScorer.from_model_dir(args.model_dir, args.set)
+    elif args.set:
+        raise InputError("--set needs --model-dir: a SavedModel's settings are fixed")
     else:
         scorer = inference.SavedModelScorer(args.saved_model)
     data_root = args.data or scorer.data_path

@@ -34,6 +34,10 @@ class ServingModule(tf.Module):
         self.model = model
         image_spec = tf.TensorSpec([None, image_dim], tf.float32, name="image_features")
         text_spec = tf.TensorSpec([None], tf.string, name="text")
+        # Every variable of the model, tracked by the module itself: Keras'
+        # GRU with dropout holds a seed-generator variable that the object
+        # graph does not reach, and an untracked capture fails the export.
+        self.model_variables = list(model.variables)
         image_encoding = model.encode_image(tf.zeros([1, image_dim]))
         text_encoding = model.encode_text(tf.ones([1, 1], tf.int32))
         self.encode_text = tf.function(self._encode_text, input_signature=[text_spec])

@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 import evaluate
-from config import EMBEDDED_DATA, load_experiment
+from config import EMBEDDED_DATA, apply_overrides, load_experiment
 from data import readers
 from data.errors import InputError
 from data.vocabulary import Vocabulary
@@ -36,8 +36,8 @@ class CheckpointScorer:
         self._similarity = tf.function(model.similarity, reduce_retracing=True)
 
     @classmethod
-    def from_model_dir(cls, model_dir):
-        config, model = restore_model(model_dir)
+    def from_model_dir(cls, model_dir, overrides=()):
+        config, model = restore_model(model_dir, overrides)
         return cls(model, config.image_dim, config.data.path, config.data.image_features)
 
     def encode_images(self, features, batch_size=256):
@@ -86,17 +86,25 @@ def _batched(function, items, batch_size):
     )
 
 
-def restore_model(model_dir):
+def restore_model(model_dir, overrides=()):
     """Rebuilds a model directory's model and loads its best weights.
+
+    Args:
+      model_dir: a directory written by train.py.
+      overrides: `model.KEY=VALUE` changes to the model config that leave
+        its weights valid (e.g. the similarity used for retrieval).
 
     Returns:
       (ExperimentConfig, RetrievalModel).
     """
     model_dir = Path(model_dir)
     config = load_experiment(model_dir, registry)
+    if any(not item.startswith("model.") for item in overrides):
+        raise InputError(f"--set {list(overrides)}: only model.KEY=VALUE settings apply to a trained model")
+    config = apply_overrides(config, overrides)
     vocabulary = Vocabulary.load(model_dir / "vocab.json")
     spec = registry.get(config.model_name)
-    model = spec.build_model(config.model, vocabulary.tokens, config.image_dim)
+    model = spec.build_model(config.model, vocabulary, config.image_dim)
     best = tf.train.latest_checkpoint(str(model_dir / BEST_DIR))
     if best is None:
         raise InputError(f"{model_dir / BEST_DIR}: no checkpoint; has this model been validated once?")
@@ -114,16 +122,41 @@ def check_image_dim(split, image_dim, path):
 def evaluate_split(scorer, data_root, split_name, image_features="ims", protocol="full", batch_size=256):
     """Loads a split, encodes it with `scorer`, and returns its metrics."""
     data_root = data_root or EMBEDDED_DATA
-    split = readers.load_precomp(data_root, split_name, image_features)
-    check_image_dim(split, scorer.image_dim, Path(data_root) / f"{split_name}_{image_features}.npy")
+    split = readers.load_split(data_root, split_name, image_features)
+    check_image_dim(split, scorer.image_dim, f"{data_root} ({split_name}, {image_features})")
     try:
         image_encodings = scorer.encode_images(split.images, batch_size)
         text_encodings = scorer.encode_texts(split.captions, batch_size)
     except tf.errors.InvalidArgumentError as error:
-        raise InputError(f"{Path(data_root) / (split_name + '_caps.txt')}: {first_line(error)}") from None
+        raise InputError(f"{split.captions_file}: {first_line(error)}") from None
     return evaluate.evaluate_encodings(
         scorer.similarity, image_encodings, text_encodings, split.caption_image, protocol
     )
+
+
+def compose_query(scorer, image_features, add=(), subtract=()):
+    """Multi-modal query composition (Dong et al. 2018, Sec. IV-C, Fig. 5):
+    an image's encoding minus the encodings of the `subtract` texts plus
+    those of the `add` texts, e.g. phi(image) - r("dog") + r("cat").
+
+    Args:
+      scorer: a `CheckpointScorer` or `SavedModelScorer`.
+      image_features: float [N, F].
+      add, subtract: texts (words or sentences).
+
+    Returns:
+      float32 [N, D] composed queries. Score them against captions with
+      `scorer.similarity(composed, scorer.encode_texts(captions))` or
+      against images with `scorer.similarity(scorer.encode_images(images),
+      composed)`. Meaningful for models whose images and texts share one
+      space (Word2VisualVec's visual space, a VSE joint space), not for a
+      pairwise model.
+    """
+    composed = scorer.encode_images(np.asarray(image_features, np.float32))
+    for texts, sign in ((add, 1.0), (subtract, -1.0)):
+        if len(texts):
+            composed = composed + sign * scorer.encode_texts(list(texts)).sum(axis=0)
+    return composed
 
 
 def first_line(error):

@@ -10,7 +10,13 @@ Conventions (those of VSE++ `evaluation.py` and every paper of the zoo):
 
 Image annotation (image -> text, "i2t"): an image's rank is the best rank of
 any of its captions among all captions. Image retrieval (text -> image, "t2i"):
-a caption's rank is the rank of its image among all images.
+a caption's rank is the rank of its image among all images. An image may have
+any number of captions (5 in Flickr and COCO, about 40 per MSVD video).
+
+Besides R@K and median/mean rank, two measures of Dong et al.'s
+Word2VisualVec (TMM 2018): image annotation mean average precision
+(`i2t_map`, the model-selection measure of its public code) and mean
+inverted rank (`i2t_mir`, the TrecVid video-to-text matching measure).
 """
 
 import numpy as np
@@ -20,7 +26,9 @@ METRIC_NAMES = tuple(
     f"{direction}_{name}"
     for direction in ("i2t", "t2i")
     for name in ("r1", "r5", "r10", "medr", "meanr")
-) + ("rsum",)
+) + ("rsum", "i2t_map", "i2t_mir")
+# The metrics where higher is better: what model selection may maximise.
+SELECTION_METRICS = tuple(name for name in METRIC_NAMES if not name.endswith(("medr", "meanr")))
 
 
 def _positions(sims):
@@ -55,6 +63,35 @@ def image_annotation_ranks(sims, caption_image, image_index=None):
     return 1 + positions.min(axis=1).astype(np.int64)
 
 
+def image_annotation_average_precision(sims, caption_image, image_index=None):
+    """Average precision of each image's ranking of all captions (i2t).
+
+    For an image with n true captions at 1-based positions p_1 < ... < p_n
+    of the ranking (VSE++'s order, as the ranks), AP = (1/n) sum_k k / p_k.
+
+    Args:
+      sims, caption_image, image_index: as `image_annotation_ranks`.
+
+    Returns:
+      float64 [n_rows], in (0, 1].
+    """
+    sims = np.asarray(sims)
+    caption_image = np.asarray(caption_image)
+    if image_index is None:
+        image_index = np.arange(sims.shape[0])
+    is_true = caption_image[None, :] == np.asarray(image_index)[:, None]
+    n_true = is_true.sum(axis=1)
+    if not n_true.all():
+        raise ValueError("an image has no caption in `caption_image`")
+    # True-caption indicators in ranked order; precision at each true hit.
+    positions = _positions(sims)
+    ranked_true = np.zeros_like(is_true)
+    np.put_along_axis(ranked_true, positions, is_true, axis=1)
+    hits = np.cumsum(ranked_true, axis=1)
+    precision = hits / np.arange(1, sims.shape[1] + 1)[None, :]
+    return (precision * ranked_true).sum(axis=1) / n_true
+
+
 def image_retrieval_ranks(sims, caption_image):
     """Rank of the true image of each caption (t2i).
 
@@ -81,8 +118,15 @@ def rank_summary(ranks):
     return summary
 
 
-def metrics_from_ranks(i2t_ranks, t2i_ranks):
-    """The zoo's metric dictionary (`METRIC_NAMES`) from both directions' ranks."""
+def metrics_from_ranks(i2t_ranks, t2i_ranks, i2t_average_precision):
+    """The zoo's metric dictionary (`METRIC_NAMES`) from both directions'
+    ranks and the images' average precisions.
+
+    `i2t_mir` is the mean over images of 1 / the rank of their best-ranked
+    caption: the TrecVid measure when an item has one caption per set (the
+    public Word2VisualVec code's `i2t_inv_rank` sums 1/rank over all of an
+    image's captions, which is the same in that case).
+    """
     result = {}
     for direction, ranks in (("i2t", i2t_ranks), ("t2i", t2i_ranks)):
         for name, value in rank_summary(ranks).items():
@@ -90,6 +134,8 @@ def metrics_from_ranks(i2t_ranks, t2i_ranks):
     result["rsum"] = sum(
         result[f"{d}_r{k}"] for d in ("i2t", "t2i") for k in RECALL_LEVELS
     )
+    result["i2t_map"] = float(np.mean(i2t_average_precision))
+    result["i2t_mir"] = float(np.mean(1.0 / np.asarray(i2t_ranks)))
     return result
 
 
@@ -98,6 +144,7 @@ def retrieval_metrics(sims, caption_image):
     return metrics_from_ranks(
         image_annotation_ranks(sims, caption_image),
         image_retrieval_ranks(sims, caption_image),
+        image_annotation_average_precision(sims, caption_image),
     )
 
 

@@ -1,16 +1,17 @@
 """The training loop shared by every gradient-trained model of the zoo.
 
 `Trainer(config, model_dir, strategy).run()` trains a registered model on a
-precomp dataset, validates on dev, keeps the best checkpoint by dev rsum,
+dataset, validates on dev, keeps the best checkpoint by a dev metric,
 evaluates it on test and exports it as a SavedModel.
 
-Model directory layout:
+Model directory layout ("best" = the best dev `train.selection_metric`,
+rsum by default):
   config.json        the full experiment config (rebuilds the model)
   vocab.json         the vocabulary (train split only)
   checkpoints/       the latest training state: weights, optimizer, epoch,
                      step in epoch (the data order is a function of seed and
-                     epoch, so this is the data position), best rsum
-  best/              the weights with the best dev rsum so far
+                     epoch, so this is the data position), best score
+  best/              the weights with the best dev score so far
   logs/              TensorBoard: train/ (loss, learning rate), dev/
                      (every metric), hparams
   results.json       dev and test metrics of the best checkpoint
@@ -77,7 +78,12 @@ def make_optimizer(train_config):
         "rmsprop": keras.optimizers.RMSprop,
         "sgd": keras.optimizers.SGD,
     }
-    return optimizers[train_config.optimizer](learning_rate=train_config.learning_rate)
+    kwargs = {"learning_rate": train_config.learning_rate}
+    if train_config.optimizer_epsilon is not None:
+        if train_config.optimizer == "sgd":
+            raise InputError("train.optimizer_epsilon: SGD has no epsilon")
+        kwargs["epsilon"] = train_config.optimizer_epsilon
+    return optimizers[train_config.optimizer](**kwargs)
 
 
 class Trainer:
@@ -102,7 +108,8 @@ class Trainer:
         """Runs the experiment; returns {"dev": metrics, "test": metrics}."""
         self._prepare_model_dir()
         train_split, dev_split = self._load_data()
-        vocabulary = self._vocabulary(train_split)
+        vectors = None if self.resume else self._word_vectors(train_split)
+        vocabulary = self._vocabulary(train_split, vectors)
         cfg = self.config
         keras.utils.set_random_seed(cfg.train.seed)
         replicas = self.strategy.num_replicas_in_sync
@@ -111,12 +118,15 @@ class Trainer:
                 f"train.batch_size={cfg.train.batch_size} does not split evenly over {replicas} replicas"
             )
         with self.strategy.scope():
-            model = self.spec.build_model(cfg.model, vocabulary.tokens, cfg.image_dim)
+            model = self.spec.build_model(cfg.model, vocabulary, cfg.image_dim)
             optimizer = make_optimizer(cfg.train)
             optimizer.build(model.trainable_variables)
         # Plain (not mirrored) variables: the loop reads and sets them eagerly.
         state = _TrainingState()
-        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, state=state)
+        # The states of the dropout random generators too (not part of the
+        # model's checkpoint graph), so a resumed run draws the same masks.
+        random_states = [v for v in model.variables if "seed_generator_state" in v.path]
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, state=state, random=random_states)
         last = tf.train.CheckpointManager(checkpoint, self._private_dir(LAST_DIR), max_to_keep=2)
         best = tf.train.CheckpointManager(
             tf.train.Checkpoint(model=model), self._private_dir(inference.BEST_DIR), max_to_keep=1
@@ -128,7 +138,8 @@ class Trainer:
         else:
             # A resumed run killed before its first checkpoint starts over.
             model.adapt(train_split.images)
-            self._initialize_word_vectors(model, vocabulary, train_split)
+            if vectors is not None:
+                log.info("%s: %s", cfg.model.word_vectors, model.set_word_vectors(vectors, cfg.train.seed))
             if self.is_chief:
                 write_json_atomically(self.model_dir / "config.json", cfg.to_json() + "\n")
 
@@ -172,52 +183,50 @@ class Trainer:
         return str(self.model_dir / ".workers" / str(task) / name)
 
     def _load_data(self):
+        """The train and dev splits; every split the run will read, test
+        included, is read and checked here, before any training."""
         cfg = self.config
-        train_split = readers.load_precomp(cfg.data.path, "train", cfg.data.image_features)
+        data = cfg.data
+        train_split = readers.load_split(data.path, data.train_split, data.image_features)
         if cfg.train.max_train_images:
             train_split = _first_images(train_split, cfg.train.max_train_images)
-        dev_split = readers.load_precomp(cfg.data.path, cfg.data.dev_split, cfg.data.image_features)
         image_dim = train_split.images.shape[1]
         if self.resume and cfg.image_dim != image_dim:
             raise InputError(
-                f"{cfg.data.path}: train features have dimension {image_dim}, the model being resumed expects {cfg.image_dim}"
+                f"{data.path}: train features have dimension {image_dim}, the model being resumed expects {cfg.image_dim}"
             )
         self.config = cfg = _with_image_dim(cfg, image_dim)
-        inference.check_image_dim(dev_split, image_dim, Path(cfg.data.path) / f"{cfg.data.dev_split}_{cfg.data.image_features}.npy")
+        dev_split = readers.load_split(data.path, data.dev_split, data.image_features)
+        test_split = readers.load_split(data.path, data.test_split, data.image_features)
+        for name, split in ((data.dev_split, dev_split), (data.test_split, test_split)):
+            inference.check_image_dim(split, image_dim, f"{data.path} ({name}, {data.image_features})")
         return train_split, dev_split
 
-    def _vocabulary(self, train_split):
+    def _word_vectors(self, train_split):
+        """The word vectors of `model.word_vectors` (None when unset)."""
+        cfg = self.config.model
+        if cfg.word_vectors is None:
+            return None
+        from data import word_vectors  # gensim is slow to import; only here.
+
+        if cfg.word_vectors == "word2vec":
+            return word_vectors.train_word2vec(
+                tokenize_strings(train_split.captions, cfg.tokenizer), cfg.word_dim, self.config.train.seed
+            )
+        return word_vectors.load_word_vectors(cfg.word_vectors)
+
+    def _vocabulary(self, train_split, vectors):
         path = self.model_dir / "vocab.json"
         if self.resume:
             return Vocabulary.load(path)
-        cfg = self.config.model
-        # The vocabulary comes from the training captions only: test words
-        # must not leak into the model.
-        vocabulary = Vocabulary.build(
-            train_split.captions, min_count=cfg.vocab_min_count, max_size=cfg.vocab_max_size
-        )
+        # The vocabulary comes from the training captions only (and, for
+        # some models, the word vectors): test words must not leak into
+        # the model.
+        vocabulary = self.spec.vocabulary(self.config.model, train_split.captions, vectors)
         if self.is_chief:
             vocabulary.save(path)
         log.info("vocabulary: %d tokens from %d training captions", len(vocabulary), len(train_split.captions))
         return vocabulary
-
-    def _initialize_word_vectors(self, model, vocabulary, train_split):
-        cfg = self.config.model
-        if cfg.word_vectors is None:
-            return
-        from data import word_vectors  # gensim is slow to import; only here.
-
-        if cfg.word_vectors == "word2vec":
-            vectors = word_vectors.train_word2vec(
-                tokenize_strings(train_split.captions), cfg.word_dim, self.config.train.seed
-            )
-        else:
-            vectors = word_vectors.load_word_vectors(cfg.word_vectors)
-        matrix, coverage = word_vectors.embedding_matrix(
-            vectors, vocabulary.tokens, cfg.word_dim, self.config.train.seed
-        )
-        model.set_word_vectors(matrix)
-        log.info("word vectors %s cover %.1f%% of the vocabulary", cfg.word_vectors, 100 * coverage)
 
     def _test_metrics(self, scorer):
         cfg = self.config
@@ -234,7 +243,8 @@ class _TrainingState(tf.Module):
         self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.step_in_epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self.best_rsum = tf.Variable(-1.0, dtype=tf.float64, trainable=False)
+        # The best dev value of `train.selection_metric` (all are >= 0).
+        self.best_score = tf.Variable(-1.0, dtype=tf.float64, trainable=False)
         self.validations_since_best = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.plateau_reductions = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.phase = tf.Variable(0, dtype=tf.int64, trainable=False)
@@ -333,8 +343,8 @@ class _Loop:
         state.validations_since_best.assign(0)
         state.plateau_reductions.assign(0)
         self._enter_phase()
-        log.info("phase %d starts at epoch %d from the best checkpoint (dev rsum %.1f)",
-                 int(state.phase), int(state.epoch), float(state.best_rsum))
+        log.info("phase %d starts at epoch %d from the best checkpoint (dev %s %.4g)",
+                 int(state.phase), int(state.epoch), self.cfg.train.selection_metric, float(state.best_score))
         self.last.save(checkpoint_number=int(state.global_step))
 
     def _enter_phase(self):
@@ -359,11 +369,13 @@ class _Loop:
         with self.dev_writer.as_default(step=step):
             for name, value in result.items():
                 tf.summary.scalar(name, value)
-        improved = result["rsum"] > float(self.state.best_rsum)
-        log.info("dev at step %d: rsum %.1f (i2t R@1 %.1f, t2i R@1 %.1f)%s", step, result["rsum"],
-                 result["i2t_r1"], result["t2i_r1"], "  new best" if improved else "")
+        score = result[tc.selection_metric]
+        improved = score > float(self.state.best_score)
+        log.info("dev at step %d: rsum %.1f (i2t R@1 %.1f, t2i R@1 %.1f, i2t mAP %.3f)%s", step, result["rsum"],
+                 result["i2t_r1"], result["t2i_r1"], result["i2t_map"],
+                 f"  new best {tc.selection_metric}" if improved else "")
         if improved:
-            self.state.best_rsum.assign(result["rsum"])
+            self.state.best_score.assign(score)
             self.best_dev_metrics = result
             self.state.validations_since_best.assign(0)
             self.best.save(checkpoint_number=step)
@@ -496,6 +508,7 @@ def _first_images(split, n_images):
         caption_image=split.caption_image[keep],
         image_ids=split.image_ids[:n_images],
         source=split.source,
+        captions_file=split.captions_file,
     )
 
 

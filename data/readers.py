@@ -1,8 +1,13 @@
 """Readers and writers of the dataset layouts the zoo accepts.
 
 - VSE++ "precomp": `<root>/{split}_ims.npy` (features) + `{split}_caps.txt`
-  (one caption a line) + optional `{split}_ids.txt` (one image id a line).
-  What training and evaluation read (`load_precomp`).
+  (one caption a line) + optional `{split}_ids.txt` (one image id a line)
+  (`load_precomp`).
+- Collections in the "bigfile" layout of the Word2VisualVec / video
+  retrieval community: `<root>/<split>/FeatureData/<feature>/` +
+  `<root>/<split>/TextData/<split>.caption.txt`, any number of captions
+  per image or video, frame features pooled per video (`data.collections`).
+Training and evaluation read either through `load_split`.
 - The original Flickr8k text release: `Flickr8k.token.txt` +
   `Flickr_8k.{train,dev,test}Images.txt` (`read_flickr_text`).
 - Karpathy's `dataset_{flickr8k,flickr30k,coco}.json` (`read_karpathy_json`).
@@ -37,6 +42,7 @@ class RetrievalSplit:
         describes.
       image_ids: [n_images] image names ("" when unknown).
       source: where it was read from, for messages.
+      captions_file: the file the captions came from, for messages.
     """
 
     images: np.ndarray
@@ -44,6 +50,7 @@ class RetrievalSplit:
     caption_image: np.ndarray
     image_ids: list[str]
     source: str
+    captions_file: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +64,35 @@ class ImageCaptions:
 
     image_files: list[str]
     captions: list[list[str]]
+
+
+def load_split(root, split, image_features="ims"):
+    """Reads one split of a dataset folder, whatever its layout.
+
+    Args:
+      root: a folder in the precomp layout, or holding collections
+        (`<root>/<split>/TextData/` exists).
+      split: the file prefix or collection name.
+      image_features: the feature name; "a+b" concatenates each item's
+        features a and b (e.g. a video's visual and audio features).
+
+    Returns:
+      A `RetrievalSplit`.
+    """
+    root = Path(root)
+    if (root / split / "TextData").is_dir():
+        from data import collections
+
+        read = collections.load_collection
+    else:
+        read = load_precomp
+    names = image_features.split("+")
+    if not all(names):
+        raise InputError(f"image features {image_features!r}: expected a name or names joined by '+'")
+    parts = [read(root, split, name) for name in names]
+    if len(parts) == 1:
+        return parts[0]
+    return dataclasses.replace(parts[0], images=np.concatenate([part.images for part in parts], axis=1))
 
 
 def load_precomp(root, split, image_features="ims"):
@@ -84,7 +120,7 @@ def load_precomp(root, split, image_features="ims"):
     features_path = root / f"{split}_{image_features}.npy"
     captions_path = root / f"{split}_caps.txt"
     features = _load_features(features_path)
-    captions = _read_lines(captions_path, "caption")
+    captions = read_lines(captions_path, "caption")
     if len(features) == len(captions):
         if len(captions) % CAPTIONS_PER_IMAGE:
             raise InputError(
@@ -100,7 +136,7 @@ def load_precomp(root, split, image_features="ims"):
     ids_path = root / f"{split}_ids.txt"
     image_ids = [""] * len(features)
     if ids_path.exists():
-        image_ids = _read_lines(ids_path, "image id")
+        image_ids = read_lines(ids_path, "image id")
         if len(image_ids) != len(features):
             raise InputError(f"{ids_path}: {len(image_ids)} ids for {len(features)} images in {features_path.name}")
     return RetrievalSplit(
@@ -109,6 +145,7 @@ def load_precomp(root, split, image_features="ims"):
         caption_image=np.arange(len(captions), dtype=np.int64) // CAPTIONS_PER_IMAGE,
         image_ids=image_ids,
         source=str(root),
+        captions_file=str(captions_path),
     )
 
 
@@ -129,7 +166,7 @@ def _load_features(path):
     return features
 
 
-def _read_lines(path, what):
+def read_lines(path, what):
     """The stripped lines of a text file; an empty line is an error."""
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -168,14 +205,14 @@ def read_flickr_text(root, split, token_file="Flickr8k.token.txt", split_pattern
     root = Path(root)
     token_path = root / token_file
     by_image = {}
-    for number, line in enumerate(_read_lines(token_path, "line"), start=1):
+    for number, line in enumerate(read_lines(token_path, "line"), start=1):
         key, tab, caption = line.partition("\t")
         image, hash_, index = key.rpartition("#")
         if not tab or not hash_ or not index.isdigit() or not caption.strip():
             raise InputError(f"{token_path}: line {number} is not '<image>#<k><TAB><caption>'")
         by_image.setdefault(image, []).append((int(index), caption.strip()))
     split_path = root / split_pattern.format(split=split)
-    image_files = _read_lines(split_path, "image name")
+    image_files = read_lines(split_path, "image name")
     captions = []
     for image in image_files:
         if image not in by_image:

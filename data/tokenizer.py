@@ -1,4 +1,11 @@
-"""Word tokenisation in TensorFlow string ops: NLTK's Treebank rules, in-graph.
+"""Word tokenisation in TensorFlow string ops, in-graph.
+
+Two tokenizers (`TOKENIZERS`), chosen by a model's `tokenizer` setting:
+- "treebank" (`tokenize`): NLTK's Treebank rules, described below; the
+  tokenizer of VSE++ and of most papers of the zoo.
+- "alnum" (`tokenize_alnum`): every character outside [A-Za-z0-9] becomes
+  a space, then lowercase and split on spaces, so punctuation disappears
+  and "white-footed" is "white", "footed" (Word2VisualVec's `clean_str`).
 
 The papers tokenised captions with NLTK. A SavedModel cannot call NLTK, so
 this module re-expresses `nltk.tokenize.TreebankWordTokenizer().tokenize(text)`
@@ -95,15 +102,34 @@ def tokenize(texts):
     return tf.strings.split(tf.strings.regex_replace(texts, _PYTHON_SPACE, " "))
 
 
-def tokenize_strings(texts, batch_size=8192):
-    """`tokenize` for Python strings: list[str] -> list[list[str]].
+def tokenize_alnum(texts):
+    """Word2VisualVec's tokenisation of a batch of strings: every character
+    outside [A-Za-z0-9] (one Unicode character, not one byte) becomes a
+    space, then ASCII lowercasing and splitting on spaces.
+
+    Args:
+      texts: tf.string [B] (UTF-8).
+
+    Returns:
+      tf.RaggedTensor of tf.string tokens, [B, (tokens)].
+    """
+    texts = tf.strings.regex_replace(tf.convert_to_tensor(texts, tf.string), r"[^A-Za-z0-9]", " ")
+    return tf.strings.split(tf.strings.lower(texts))
+
+
+TOKENIZERS = {"treebank": tokenize, "alnum": tokenize_alnum}
+
+
+def tokenize_strings(texts, tokenizer="treebank", batch_size=8192):
+    """A tokenizer of `TOKENIZERS` for Python strings: list[str] -> list[list[str]].
 
     Runs the same TensorFlow ops, in batches of `batch_size` (used to build
     vocabularies and to train word2vec), so the words counted are the words
     the model sees.
     """
+    function = TOKENIZERS[tokenizer]
     tokens = []
     for start in range(0, len(texts), batch_size):
-        ragged = tokenize(tf.constant(list(texts[start : start + batch_size]), tf.string))
+        ragged = function(tf.constant(list(texts[start : start + batch_size]), tf.string))
         tokens.extend([[token.decode("utf-8") for token in row] for row in ragged.to_list()])
     return tokens

@@ -1,6 +1,8 @@
 """Pretrained word vectors for the word embedding of a text encoder.
 
-Three file formats are read (`load_word_vectors`), optionally gzipped:
+Three file formats are read (`load_word_vectors`), optionally gzipped, and
+the bigfile folder format (`data.bigfile`) of Word2VisualVec's Flickr-tag
+word2vec (`vec500flickr30m`):
 - word2vec binary: a header line `<words> <dimension>`, then per word
   `<word> <dimension float32s>` (e.g. GoogleNews-vectors-negative300.bin);
 - word2vec text: the same header, then `<word> <floats...>` lines;
@@ -15,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from gensim.models import KeyedVectors, Word2Vec
 
+from data.bigfile import BigFile, is_bigfile
 from data.errors import InputError
 
 # Words without a vector start as the model's own embedding does (VSE++
@@ -23,19 +26,22 @@ RANDOM_INIT_SCALE = 0.1
 
 
 def load_word_vectors(path):
-    """Reads word vectors in word2vec binary, word2vec text or GloVe format.
+    """Reads word vectors in word2vec binary, word2vec text or GloVe format,
+    or a bigfile folder (ids = words).
 
     The format is detected from the content: a first line of two integers
     is the word2vec header; the word2vec file is text if its second line is
     a word and `dimension` numbers, binary otherwise.
 
     Args:
-      path: the vector file (a `.gz` suffix means gzipped).
+      path: the vector file (a `.gz` suffix means gzipped) or bigfile folder.
 
     Returns:
       `gensim.models.KeyedVectors`, with `source` set to the path for messages.
     """
     path = Path(path)
+    if is_bigfile(path):
+        return _bigfile_vectors(path)
     has_header, binary = _sniff_format(path)
     try:
         vectors = KeyedVectors.load_word2vec_format(str(path), binary=binary, no_header=not has_header)
@@ -45,6 +51,14 @@ def load_word_vectors(path):
     finite = np.isfinite(vectors.vectors).all(axis=1)
     if not finite.all():
         raise InputError(f"{path}: the vector of {vectors.index_to_key[int(np.argmin(finite))]!r} holds NaN or inf")
+    vectors.source = str(path)
+    return vectors
+
+
+def _bigfile_vectors(path):
+    table = BigFile(path)
+    vectors = KeyedVectors(table.dim)
+    vectors.add_vectors(table.ids, table.read(table.ids))
     vectors.source = str(path)
     return vectors
 
@@ -78,22 +92,18 @@ def _is_text_vector(line, dimension):
     return len(numbers) == dimension
 
 
-def embedding_matrix(vectors, vocabulary_tokens, dim, seed):
-    """The initial word embedding of a vocabulary.
+def lookup_vectors(vectors, tokens, dim):
+    """The vectors of `tokens`, zeros for tokens without one.
 
     Args:
       vectors: `KeyedVectors` (from `load_word_vectors` or `train_word2vec`).
-      vocabulary_tokens: a `Vocabulary`'s tokens (index = token id):
-        `<pad>`, `<unk>`, then the words.
-      dim: the model's word embedding size; must equal the vectors' size.
-      seed: seed of the random rows.
+      tokens: a `Vocabulary`'s tokens (index = token id); `<pad>` and
+        `<unk>` never get a vector.
+      dim: the model's word vector size; must equal the vectors' size.
 
     Returns:
-      (matrix, coverage). matrix: float32 [len(vocabulary_tokens), dim]; a
-      word's row is its vector (looked up as is, then lowercased), `<pad>`'s
-      row is zeros, every other row (`<unk>`, words without a vector) is
-      drawn uniformly from [-0.1, 0.1]. coverage: the fraction of the words
-      that have a vector.
+      (matrix float32 [len(tokens), dim], found bool [len(tokens)]). A
+      token is looked up as is, then lowercased.
     """
     if vectors.vector_size != dim:
         source = getattr(vectors, "source", "the given vectors")
@@ -101,17 +111,37 @@ def embedding_matrix(vectors, vocabulary_tokens, dim, seed):
             f"word vectors in {source} have dimension {vectors.vector_size} but the model's word_dim is {dim} "
             f"(pass --set model.word_dim={vectors.vector_size})"
         )
-    rng = np.random.default_rng(seed)
-    matrix = rng.uniform(-RANDOM_INIT_SCALE, RANDOM_INIT_SCALE, (len(vocabulary_tokens), dim)).astype(np.float32)
-    matrix[0] = 0.0  # <pad>
-    words = vocabulary_tokens[2:]
-    found = 0
-    for row, word in enumerate(words, start=2):
+    matrix = np.zeros((len(tokens), dim), np.float32)
+    found = np.zeros(len(tokens), bool)
+    for row, word in enumerate(tokens[2:], start=2):
         key = next((key for key in (word, word.lower()) if key in vectors.key_to_index), None)
         if key is not None:
             matrix[row] = vectors[key]
-            found += 1
-    return matrix, found / max(len(words), 1)
+            found[row] = True
+    return matrix, found
+
+
+def embedding_matrix(vectors, vocabulary_tokens, dim, seed, init_scale=RANDOM_INIT_SCALE):
+    """The initial word embedding of a vocabulary.
+
+    Args:
+      vectors, vocabulary_tokens, dim: as `lookup_vectors`.
+      seed: seed of the random rows.
+      init_scale: rows without a vector are drawn uniformly from
+        [-init_scale, init_scale].
+
+    Returns:
+      (matrix, coverage). matrix: float32 [len(vocabulary_tokens), dim]; a
+      word's row is its vector, `<pad>`'s row is zeros, every other row
+      (`<unk>`, words without a vector) is random. coverage: the fraction of
+      the words that have a vector.
+    """
+    found_matrix, found = lookup_vectors(vectors, vocabulary_tokens, dim)
+    rng = np.random.default_rng(seed)
+    matrix = rng.uniform(-init_scale, init_scale, found_matrix.shape).astype(np.float32)
+    matrix[found] = found_matrix[found]
+    matrix[0] = 0.0  # <pad>
+    return matrix, found[2:].sum() / max(len(vocabulary_tokens) - 2, 1)
 
 
 def train_word2vec(tokenized_captions, dim, seed, epochs=5):

@@ -3,15 +3,16 @@
 import keras
 import tensorflow as tf
 
-from data.tokenizer import tokenize
+from data.tokenizer import TOKENIZERS
 
 
 @keras.saving.register_keras_serializable(package="retrieval_zoo")
 class TextVectorizer(keras.layers.Layer):
     """Tokenises captions in-graph and maps tokens to vocabulary ids.
 
-    Tokenisation is `data.tokenizer.tokenize`: lowercasing, then NLTK's
-    Treebank word tokenizer rules as TF string ops. The vocabulary is a
+    Tokenisation is one of `data.tokenizer.TOKENIZERS`, in TF string ops:
+    "treebank" (lowercasing, then NLTK's Treebank word tokenizer rules) or
+    "alnum" (Word2VisualVec's letters-and-digits words). The vocabulary is a
     lookup table tracked by the layer, so a SavedModel holding it takes raw
     strings and tokenises exactly as training did.
 
@@ -24,6 +25,7 @@ class TextVectorizer(keras.layers.Layer):
       max_input_tokens: captions with more tokens than this (before the cut
         to `max_length`) are rejected, so that a stray document sent to a
         served model cannot run an unbounded recurrence.
+      tokenizer: "treebank" or "alnum" (`data.tokenizer.TOKENIZERS`).
 
     Call args:
       texts: tf.string [B], raw captions.
@@ -41,12 +43,15 @@ class TextVectorizer(keras.layers.Layer):
         tf.function and in a reloaded SavedModel alike.
     """
 
-    def __init__(self, vocabulary, max_length=None, max_input_tokens=512, **kwargs):
+    def __init__(self, vocabulary, max_length=None, max_input_tokens=512, tokenizer="treebank", **kwargs):
         kwargs.setdefault("trainable", False)
         super().__init__(**kwargs)
         self.vocabulary = list(vocabulary)
         self.max_length = max_length
         self.max_input_tokens = max_input_tokens
+        self.tokenizer = tokenizer
+        if tokenizer not in TOKENIZERS:
+            raise ValueError(f"tokenizer must be one of {sorted(TOKENIZERS)}, got {tokenizer!r}")
         if self.vocabulary[:2] != ["<pad>", "<unk>"]:
             raise ValueError("vocabulary must start with '<pad>', '<unk>'")
         if max_length is not None and max_length < 1:
@@ -62,7 +67,7 @@ class TextVectorizer(keras.layers.Layer):
         )
 
     def call(self, texts):
-        tokens = tokenize(texts)
+        tokens = TOKENIZERS[self.tokenizer](texts)
         lengths = tokens.row_lengths()
         checks = [
             tf.debugging.assert_positive(lengths, message="empty caption: a caption has no tokens"),
@@ -91,4 +96,5 @@ class TextVectorizer(keras.layers.Layer):
             "vocabulary": self.vocabulary,
             "max_length": self.max_length,
             "max_input_tokens": self.max_input_tokens,
+            "tokenizer": self.tokenizer,
         }

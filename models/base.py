@@ -73,6 +73,20 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
         """Fits statistics of the training images (e.g. a Full-Network
         Embedding's standardisation) before training; [N, F] array."""
 
-    def set_word_vectors(self, matrix):
-        """Initialises the word embedding from a [vocabulary, word_dim] matrix."""
+    def set_word_vectors(self, vectors, seed):
+        """Initialises the word embedding from pretrained word vectors.
+
+        Args:
+          vectors: gensim `KeyedVectors` (see `data.word_vectors`).
+          seed: seeds the rows of words without a vector.
+
+        Returns:
+          A one-line description for the log (e.g. the vocabulary coverage).
+        """
+        from data import word_vectors  # gensim is slow to import; only here.
+
+        matrix, coverage = word_vectors.embedding_matrix(
+            vectors, self.vectorizer.vocabulary, self.word_embedding.output_dim, seed
+        )
         self.word_embedding.embeddings.assign(ops.convert_to_tensor(matrix))
+        return f"word vectors cover {100 * coverage:.1f}% of the vocabulary"

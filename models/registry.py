@@ -8,6 +8,17 @@ from config import DataConfig, ExperimentConfig, TrainConfig, apply_overrides
 from data.errors import InputError
 
 
+def default_vocabulary(config, train_captions, word_vectors=None):
+    """The training words seen at least `config.vocab_min_count` times, at
+    most `config.vocab_max_size` of them, tokenised by `config.tokenizer`."""
+    from data.vocabulary import Vocabulary
+
+    return Vocabulary.build(
+        train_captions, min_count=config.vocab_min_count, max_size=config.vocab_max_size,
+        tokenizer=config.tokenizer,
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
     """Everything `train.py` needs to know about one registered model.
@@ -16,8 +27,13 @@ class ModelSpec:
       name: the `--model` name.
       config_class: dataclass of the model's hyperparameters, whose defaults
         are its paper's.
-      build: `build(config, vocabulary) -> RetrievalModel`, where
-        `vocabulary` is the token list (`<pad>` = 0, `<unk>` = 1).
+      build: `build(config, vocabulary, image_dim) -> RetrievalModel`,
+        where `vocabulary` is a `data.vocabulary.Vocabulary` and
+        `image_dim` the image feature size.
+      vocabulary: `vocabulary(config, train_captions, word_vectors) ->
+        Vocabulary`, the model's vocabulary from the training captions (and
+        the word vectors, None unless `config.word_vectors` is set);
+        `default_vocabulary` unless given.
       train: the paper's training settings.
       data: the paper's data settings.
       presets: named overrides (`{"section.field": value}`) applied on top
@@ -32,6 +48,7 @@ class ModelSpec:
     train: TrainConfig
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     presets: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    vocabulary: Callable[..., Any] = default_vocabulary
 
     def experiment(self, preset="paper", overrides=()):
         """The experiment config of a preset, with `--set` overrides applied."""
@@ -51,10 +68,15 @@ class ModelSpec:
         return apply_overrides(config, [*preset_items, *overrides])
 
     def build_model(self, model_config, vocabulary, image_dim):
-        """The model with its weights created (by encoding a dummy pair)."""
+        """The model with its weights created (by encoding a dummy pair);
+        `vocabulary` is a `Vocabulary` or a plain token list."""
         import tensorflow as tf
 
-        model = self.build(model_config, vocabulary)
+        from data.vocabulary import Vocabulary
+
+        if not isinstance(vocabulary, Vocabulary):
+            vocabulary = Vocabulary(vocabulary)
+        model = self.build(model_config, vocabulary, image_dim)
         model.encode_image(tf.zeros([1, image_dim]))
         model.encode_text(tf.ones([1, 1], tf.int32))
         return model
@@ -85,4 +107,4 @@ def names():
 
 def _import_models():
     # Importing a model module registers its models.
-    from models import fne_pipelines, rcn, vse  # noqa: F401
+    from models import fne_pipelines, rcn, vse, w2vv  # noqa: F401

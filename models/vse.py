@@ -21,6 +21,7 @@ from keras import layers as keras_layers
 from keras import ops
 
 from config import TrainConfig
+from data.tokenizer import TOKENIZERS
 from layers.cosine_similarity import CosineSimilarity
 from layers.full_network_embedding import FullNetworkEmbedding
 from layers.hinge_losses import MaxOfHinges, SumOfHinges
@@ -53,6 +54,8 @@ class VSEConfig:
         3.5's curriculum; see `TrainConfig.phase_patience`).
       loss_reduction: "sum" over the batch (VSE++ code) or "mean"
         (Francis et al. eqs. 11-12 divide by the batch size).
+      tokenizer: "treebank" (NLTK's rules, as VSE++) or "alnum"
+        (`data.tokenizer.TOKENIZERS`).
       vocab_min_count: keep training words seen at least this often (VSE++
         builds its vocabulary with threshold 4).
       vocab_max_size: keep at most this many words (None = no limit).
@@ -79,6 +82,7 @@ class VSEConfig:
     margin: float = 0.2
     hinge: str = "max"
     loss_reduction: str = "sum"
+    tokenizer: str = "treebank"
     vocab_min_count: int = 4
     vocab_max_size: int | None = None
     max_length: int | None = None
@@ -89,7 +93,7 @@ class VSEConfig:
     image_input: str = "raw"
 
     def __post_init__(self):
-        for name, choices in (("similarity", SIMILARITIES), ("image_input", IMAGE_INPUTS)):
+        for name, choices in (("similarity", SIMILARITIES), ("image_input", IMAGE_INPUTS), ("tokenizer", TOKENIZERS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} must be one of {sorted(choices)}, got {getattr(self, name)!r}")
         if not all(phase in HINGE_LOSSES for phase in self.hinge.split("-")):
@@ -101,13 +105,14 @@ class VSEModel(RetrievalModel):
 
     Args:
       config: a `VSEConfig`.
-      vocabulary: token list, `<pad>` = 0 and `<unk>` = 1.
+      vocabulary: a `data.vocabulary.Vocabulary`.
+      image_dim: the image feature size (not needed: the image map adapts).
     """
 
-    def __init__(self, config, vocabulary, **kwargs):
+    def __init__(self, config, vocabulary, image_dim=None, **kwargs):
         super().__init__(**kwargs)
         self.config = config
-        self.vectorizer = TextVectorizer(vocabulary, max_length=config.max_length)
+        self.vectorizer = TextVectorizer(vocabulary.tokens, max_length=config.max_length, tokenizer=config.tokenizer)
         # VSE++ initialises word embeddings uniformly in [-0.1, 0.1].
         self.word_embedding = keras_layers.Embedding(
             len(vocabulary),

@@ -97,3 +97,44 @@ def test_metric_names_and_average():
     assert tuple(sorted(result)) == tuple(sorted(metrics.METRIC_NAMES))
     worse = dict(result, rsum=0.0)
     assert metrics.average_metrics([result, worse])["rsum"] == 300.0
+
+
+def test_average_precision_on_a_hand_built_ranking():
+    # Image 0's true captions (0-4) are ranked at positions 1, 3, 4, 8, 10
+    # of its ranking: AP = (1/1 + 2/3 + 3/4 + 4/8 + 5/10) / 5.
+    scores = np.zeros(10)
+    order = [0, 5, 1, 2, 6, 7, 8, 3, 9, 4]  # caption index at each position
+    scores[order] = np.arange(10, 0, -1)
+    sims = np.stack([scores, scores[::-1]])
+    ap = metrics.image_annotation_average_precision(sims, CAPTION_IMAGE)
+    assert ap[0] == pytest.approx((1 + 2 / 3 + 3 / 4 + 4 / 8 + 5 / 10) / 5)
+    perfect = np.where(CAPTION_IMAGE[None, :] == np.arange(2)[:, None], 1.0, 0.0)
+    np.testing.assert_allclose(metrics.image_annotation_average_precision(perfect, CAPTION_IMAGE), [1.0, 1.0])
+
+
+def test_average_precision_against_its_definition_with_uneven_captions_and_blocks():
+    # Items with 1 to 40 captions, as video datasets have.
+    rng = np.random.default_rng(2)
+    caption_image = np.repeat(np.arange(12), rng.integers(1, 41, size=12))
+    sims = rng.normal(size=(12, len(caption_image)))
+    expected = []
+    for i in range(12):
+        ranked_true = caption_image[np.argsort(sims[i])[::-1]] == i
+        hits = np.cumsum(ranked_true)
+        expected.append(np.mean(hits[ranked_true] / (np.flatnonzero(ranked_true) + 1)))
+    ap = metrics.image_annotation_average_precision(sims, caption_image)
+    np.testing.assert_allclose(ap, expected)
+    blocks = [metrics.image_annotation_average_precision(sims[a:a + 5], caption_image, np.arange(a, min(a + 5, 12)))
+              for a in range(0, 12, 5)]
+    np.testing.assert_allclose(np.concatenate(blocks), ap)
+
+
+def test_mean_inverted_rank_and_map_in_the_metric_dictionary():
+    # One caption per item (the TrecVid setting): image 0's caption is
+    # ranked 2nd, image 1's and image 2's 1st -> MIR = (1/2 + 1 + 1) / 3,
+    # and with one true caption AP = 1 / rank, so mAP = MIR.
+    sims = np.array([[0.5, 0.9, 0.1], [0.1, 0.8, 0.2], [0.0, 0.1, 0.7]])
+    result = metrics.retrieval_metrics(sims, np.arange(3))
+    assert result["i2t_mir"] == pytest.approx((0.5 + 1 + 1) / 3)
+    assert result["i2t_map"] == pytest.approx(result["i2t_mir"])
+    assert "i2t_map" in metrics.SELECTION_METRICS and "i2t_medr" not in metrics.SELECTION_METRICS

@@ -1,20 +1,32 @@
 """Every registered model: forward and backward pass, a gradient for every
 trainable variable, no NaN (timm's `test_models.py` in spirit)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
+from gensim.models import KeyedVectors
 
+from data.tokenizer import tokenize_strings
 from models import registry
 
 VOCABULARY = ["<pad>", "<unk>", "a", "dog", "runs", "on", "the", "grass", "."]
-TINY = ["model.word_dim=8", "model.embed_dim=16"]
+# Small sizes for whichever of these fields a model's config has.
+TINY = {"word_dim": 8, "embed_dim": 16, "gru_units": 16, "hidden_units": [16]}
 
 
 def tiny_model(name):
+    """The model at tiny sizes, its word vectors set as training sets them."""
     spec = registry.get(name)
-    config = spec.experiment("paper", TINY)
-    return spec.build_model(config.model, VOCABULARY, image_dim=12)
+    fields = {field.name for field in dataclasses.fields(spec.config_class)}
+    config = spec.experiment("paper", [f"model.{k}={v}" for k, v in TINY.items() if k in fields])
+    model = spec.build_model(config.model, VOCABULARY, image_dim=12)
+    vectors = KeyedVectors(TINY["word_dim"])
+    words = VOCABULARY[2:-1]  # "." has no vector
+    vectors.add_vectors(words, np.random.default_rng(0).normal(size=(len(words), TINY["word_dim"])))
+    model.set_word_vectors(vectors, seed=0)
+    return model
 
 
 def batch(size=4, seed=0):
@@ -55,5 +67,25 @@ def test_padding_does_not_change_text_encodings(name):
 @pytest.mark.parametrize("name", registry.names())
 def test_raw_strings_go_through_the_models_vectorizer(name):
     model = tiny_model(name)
-    ids = model.vectorizer(tf.constant(["A dog runs on the grass.", "the zebra"]))
-    np.testing.assert_array_equal(ids, [[2, 3, 4, 5, 6, 7, 8], [6, 1, 0, 0, 0, 0, 0]])
+    texts = ["A dog runs on the grass.", "the zebra"]
+    ids = model.vectorizer(tf.constant(texts)).numpy()
+    # The model's own tokenizer (tested against its reference in
+    # tests/data/test_tokenizer.py), then the vocabulary, unknown words 1.
+    tokens = tokenize_strings(texts, model.vectorizer.tokenizer)
+    expected = [[VOCABULARY.index(t) if t in VOCABULARY else 1 for t in row] for row in tokens]
+    assert ids.shape == (2, max(map(len, expected)))
+    for row, want in zip(ids, expected):
+        np.testing.assert_array_equal(row[: len(want)], want)
+        assert not row[len(want) :].any()
+    assert expected[1] == [6, 1]
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_a_checkpoint_holds_every_weight(name, tmp_path):
+    # A layer TF's object graph cannot see (e.g. held in a Python list)
+    # would be silently neither saved nor restored.
+    model = tiny_model(name)
+    path = tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
+    stored = tf.train.load_checkpoint(path).get_variable_to_shape_map()
+    saved = sum(1 for key in stored if key.startswith("model/"))
+    assert saved == len(model.weights), f"{name}: {saved} of {len(model.weights)} weights in the checkpoint"

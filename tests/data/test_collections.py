@@ -1,0 +1,346 @@
+"""Tests of `data.collections`: caption ids -> items, frame pooling, safe
+parsing of `video2frames.txt`, errors, the exact reduction of one-frame
+"videos" to the embedded Flickr8k images (data, training and evaluation),
+multi-frame and two-feature collections trained end to end, and the CLI.
+
+The Flickr8k features are images, not videos: the multi-frame and
+two-feature tests only prove the mechanics (pooling, concatenation) run
+end to end, not anything about video retrieval."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import evaluate
+import train
+from data import collections, readers
+from data.errors import InputError
+from tests.helpers import EMBEDDED_DATA, SHARED_DATA
+
+TINY = [
+    "--model", "w2vv-bow", "--preset", "quick",
+    "--set", "train.epochs=1", "--set", "train.max_train_images=300", "--set", "model.hidden_units=[64]",
+]
+
+
+def train_tiny(data, model_dir, *extra):
+    """Trains the tiny w2vv-bow on `data`; returns (model_dir, results.json)."""
+    assert train.main([*TINY, "--data", str(data), "--model-dir", str(model_dir), *extra]) == 0
+    return model_dir, json.loads((model_dir / "results.json").read_text())
+
+
+# --- ids and frames ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("caption_id, item", [
+    ("video7#enc#3", "video7"),
+    ("1000268201_693b08cb0e.jpg#0", "1000268201_693b08cb0e"),
+    ("clip.v2#1", "clip.v2"),
+    ("clip.MP4#0", "clip"),
+    ("plain", "plain"),
+])
+def test_item_id(caption_id, item):
+    """The item is the caption id before its first '#', minus an image/video extension only."""
+    assert collections.item_id(caption_id) == item
+
+
+def test_frames_by_video_sorts_by_frame_number_and_ignores_other_ids():
+    """Frames sort numerically (v_10 after v_2); ids without an integer suffix are left out."""
+    ids = ["v_10", "w_0", "v_2", "plain", "v_x", "_3", "v_1", "a_b_7"]
+    assert collections.frames_by_video(ids) == {"v": ["v_1", "v_2", "v_10"], "w": ["w_0"], "a_b": ["a_b_7"]}
+
+
+def test_frames_by_video_with_a_non_ascii_digit_suffix():
+    """A frame id 'v_²' is left out like any non-integer suffix."""
+    assert collections.frames_by_video(["v_\u00b2", "v_1"]) == {"v": ["v_1"]}
+
+
+# --- pooling on a synthetic frame collection --------------------------------
+
+CAPTIONS_PER_VIDEO = {"v1": 1, "v2": 3, "v3": 7, "v4": 2}
+FRAMES = 3
+
+
+def frame_collection(root, frame_name=lambda video, k: f"{video}_{k}"):
+    """Writes collection 'test' of 4 videos x 3 frames, frame rows shuffled in
+    feature.bin, captions interleaved; returns (per-video frame rows, captions)."""
+    rng = np.random.default_rng(7)
+    frames = {v: rng.normal(size=(FRAMES, 5)).astype(np.float32) for v in CAPTIONS_PER_VIDEO}
+    rows = [(frame_name(v, k), frames[v][k]) for v in frames for k in range(FRAMES)]
+    rows = [rows[k] for k in rng.permutation(len(rows))]
+    captions = [(v, f"caption {k} of {v}") for k in range(7) for v, n in CAPTIONS_PER_VIDEO.items() if k < n]
+    collections.write_collection(root, "test", "feat", [r[0] for r in rows], np.stack([r[1] for r in rows]), captions)
+    return frames, captions
+
+
+def check_pooled(split, frames, captions):
+    assert split.image_ids == list(CAPTIONS_PER_VIDEO)  # order of first caption
+    expected = np.stack([np.mean(frames[v], axis=0) for v in split.image_ids])
+    np.testing.assert_allclose(split.images, expected, rtol=0, atol=1e-6)
+    assert split.captions == [caption for _, caption in captions]
+    np.testing.assert_array_equal(split.caption_image, [split.image_ids.index(v) for v, _ in captions])
+    assert np.bincount(split.caption_image).tolist() == list(CAPTIONS_PER_VIDEO.values())
+
+
+def test_frame_features_are_mean_pooled_per_video(tmp_path):
+    """Frames `<video>_<n>` (shuffled rows) pool to their mean; 1, 3, 7 or 2 captions per item map right."""
+    frames, captions = frame_collection(tmp_path)
+    assert (tmp_path / "test" / "TextData" / "test.caption.txt").read_text().splitlines()[:5] == [
+        "v1#0 caption 0 of v1", "v2#0 caption 0 of v2", "v3#0 caption 0 of v3", "v4#0 caption 0 of v4",
+        "v2#1 caption 1 of v2"]
+    check_pooled(readers.load_split(tmp_path, "test", "feat"), frames, captions)
+
+
+def video2frames_text(frames, frame_name, as_json):
+    mapping = {v: [frame_name(v, k) for k in range(FRAMES)] for v in frames}
+    return json.dumps(mapping) if as_json else repr(mapping)
+
+
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "python-literal"])
+def test_video2frames_gives_the_same_pooling(tmp_path, as_json):
+    """Frame ids unrelated to the video names pool the same through video2frames.txt, JSON or Python literal."""
+    name = lambda video, k: f"frame{ord(video[1]) * 10 + k:05d}"  # noqa: E731
+    frames, captions = frame_collection(tmp_path, name)
+    text = video2frames_text(frames, name, as_json)
+    assert ("'" in text) != as_json  # the Python literal really is one (single quotes)
+    (tmp_path / "test" / "FeatureData" / "feat" / "video2frames.txt").write_text(text)
+    check_pooled(collections.load_collection(tmp_path, "test", "feat"), frames, captions)
+
+
+@pytest.mark.parametrize("text", [
+    "__import__('os').system('touch PWNED')",
+    "{'v1': [open('x').read()]}",
+    "{'v1': [open('PWNED', 'w').name]}",
+    "{'v1': [__import__('pathlib').Path('PWNED').touch() or 'v1_0']}",
+])
+def test_video2frames_is_never_executed(tmp_path, monkeypatch, text):
+    """Code in video2frames.txt raises InputError naming the file, and its side effect never happens."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x").write_text("v1_0")
+    frame_collection(tmp_path / "root", lambda video, k: f"f{video}{k}")
+    path = tmp_path / "root" / "test" / "FeatureData" / "feat" / "video2frames.txt"
+    path.write_text(text)
+    with pytest.raises(InputError, match=r"video2frames\.txt: neither JSON nor a Python dict literal"):
+        collections.load_collection(tmp_path / "root", "test", "feat")
+    assert not (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize("text", ['["v1_0"]', '{"v1": []}', '{"v1": "v1_0"}', "{'v1': [1, 2]}", "{1: ['v1_0']}"])
+def test_video2frames_of_the_wrong_shape(tmp_path, text):
+    """A literal that is not a dict of video -> non-empty list of frame ids is an InputError naming the file."""
+    frame_collection(tmp_path, lambda video, k: f"f{video}{k}")
+    (tmp_path / "test" / "FeatureData" / "feat" / "video2frames.txt").write_text(text)
+    with pytest.raises(InputError, match=r"video2frames\.txt: expected a dict of video id"):
+        collections.load_collection(tmp_path, "test", "feat")
+
+
+@pytest.mark.parametrize("text", ["{['v1_0']: 1}", "[" * 100_000])
+def test_video2frames_that_breaks_the_parsers(tmp_path, text):
+    """An unhashable dict key or a too-deep nesting is an InputError naming the file."""
+    path = tmp_path / "video2frames.txt"
+    path.write_text(text)
+    with pytest.raises(InputError, match=r"video2frames\.txt"):
+        collections.read_video2frames(path)
+
+
+def test_unknown_frames_and_items_without_features(tmp_path):
+    """A listed frame that is missing, or an item with neither an id nor frames, is an InputError naming it."""
+    frame_collection(tmp_path)
+    v2f = tmp_path / "test" / "FeatureData" / "feat" / "video2frames.txt"
+    v2f.write_text(json.dumps({"v1": ["v1_0"], "v2": ["v2_0", "lost_frame"], "v3": ["v3_0"], "v4": ["v4_0"]}))
+    with pytest.raises(InputError, match=r"FeatureData/feat: no features for frame 'lost_frame' of video 'v2'"):
+        collections.load_collection(tmp_path, "test", "feat")
+    v2f.write_text(json.dumps({"v1": ["v1_0"], "v2": ["v2_0"], "v3": ["v3_0"]}))  # v4 in neither
+    with pytest.raises(InputError, match=r"FeatureData/feat: no features for 'v4'"):
+        collections.load_collection(tmp_path, "test", "feat")
+    v2f.unlink()
+    with (tmp_path / "test" / "TextData" / "test.caption.txt").open("a") as file:
+        file.write("ghost#0 a caption of no video\n")
+    with pytest.raises(InputError, match=r"no features for 'ghost' \(neither the id nor frames 'ghost_<n>'"):
+        collections.load_collection(tmp_path, "test", "feat")
+
+
+def test_caption_line_without_a_caption(tmp_path):
+    """A caption line holding only an id ("v1#0") is an InputError naming the file and the line."""
+    frame_collection(tmp_path)
+    path = tmp_path / "test" / "TextData" / "test.caption.txt"
+    lines = path.read_text().splitlines()
+    lines.insert(2, "v1#0")
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=r"test\.caption\.txt: line 3 is not '<caption id> <caption>'") as error:
+        collections.load_collection(tmp_path, "test", "feat")
+    assert str(path) in str(error.value)
+
+
+# --- one-frame videos reduce exactly to the embedded images -----------------
+
+
+@pytest.fixture(scope="module")
+def frames_root(tmp_path_factory):
+    """The embedded Flickr8k as collections of one-frame videos `<image>_0`."""
+    root = tmp_path_factory.mktemp("collections") / "frames"
+    collections.precomp_to_collections(EMBEDDED_DATA, root, as_frames=True)
+    return root
+
+
+@pytest.fixture(scope="module")
+def twin_runs(tmp_path_factory, frames_root):
+    """The tiny model trained on the precomp folder and on its one-frame collections."""
+    runs = tmp_path_factory.mktemp("twin_runs")
+    return {
+        "precomp": train_tiny(EMBEDDED_DATA, runs / "precomp"),
+        "frames": train_tiny(frames_root, runs / "frames"),
+    }
+
+
+@pytest.mark.parametrize("split", readers.SPLITS)
+def test_one_frame_videos_read_back_as_the_precomp_images(frames_root, split):
+    """Every split of the one-frame collection equals the precomp split: images bit for bit, captions, mapping."""
+    feature_ids = (frames_root / split / "FeatureData" / "ims" / "id.txt").read_text().split()
+    assert all(frame.endswith("_0") for frame in feature_ids)
+    got = readers.load_split(frames_root, split, "ims")
+    want = readers.load_precomp(EMBEDDED_DATA, split)
+    assert got.images.dtype == np.float32 and np.array_equal(got.images, want.images)
+    assert got.captions == want.captions
+    np.testing.assert_array_equal(got.caption_image, want.caption_image)
+    assert got.image_ids == [collections.item_id(image) for image in want.image_ids]
+
+
+def test_training_on_one_frame_videos_matches_training_on_images(twin_runs):
+    """The same tiny model trained on both layouts gets the same test metrics (to 1e-9)."""
+    (_, precomp), (_, frames) = twin_runs["precomp"], twin_runs["frames"]
+    assert set(frames["test"]) == set(precomp["test"]) and "rsum" in precomp["test"]
+    for name, value in precomp["test"].items():
+        assert frames["test"][name] == pytest.approx(value, abs=1e-9), name
+    for name, value in precomp["dev"].items():
+        assert frames["dev"][name] == pytest.approx(value, abs=1e-9), name
+
+
+@pytest.mark.parametrize("run", ["precomp", "frames"])
+def test_evaluating_the_export_on_the_frame_collection(twin_runs, frames_root, run, tmp_path):
+    """evaluate.py on the one-frame collection reproduces each run's test numbers from its SavedModel."""
+    model_dir, results = twin_runs[run]
+    out = tmp_path / "metrics.json"
+    argv = ["--saved-model", str(model_dir / "saved_model"), "--data", str(frames_root), "--json", str(out)]
+    assert evaluate.main(argv) == 0
+    got = json.loads(out.read_text())
+    for name, value in results["test"].items():
+        assert got[name] == pytest.approx(value, abs=1e-6), name
+
+
+# --- multi-frame pooling end to end (pseudo-clips: NOT video) ---------------
+
+
+def nearest_train_image(features, train, exclude_same_row=False):
+    """Row of `train` nearest (cosine) to each row of `features`; with
+    `exclude_same_row`, row k of `features` (train row k itself) is skipped."""
+    def unit(x):
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
+    sims = unit(features) @ unit(train).T
+    if exclude_same_row:
+        sims[np.arange(len(features)), np.arange(len(features))] = -np.inf
+    return np.argmax(sims, axis=1)
+
+
+@pytest.fixture(scope="module")
+def pseudo_clip_run(tmp_path_factory):
+    """Pseudo-clips, NOT video: each of the first 300 train, 100 dev and 100
+    test images becomes a 2-frame clip (frame 0 = the image, frame 1 = its
+    nearest other training image by cosine), with the image's 5 captions.
+    Only proves multi-frame pooling trains and evaluates end to end."""
+    root = tmp_path_factory.mktemp("pseudo_clips")
+    train_images = readers.load_precomp(EMBEDDED_DATA, "train").images
+    clips = {}
+    for split, n in (("train", 300), ("dev", 100), ("test", 100)):
+        data = readers.load_precomp(EMBEDDED_DATA, split)
+        images = data.images[:n]
+        neighbours = nearest_train_image(images, train_images, exclude_same_row=split == "train")
+        if split == "train":
+            assert not np.any(neighbours == np.arange(n))  # the OTHER nearest image
+        items = [collections.item_id(image) for image in data.image_ids[:n]]
+        frame_ids = [f"{item}_{k}" for item in items for k in (0, 1)]
+        frame_rows = np.stack([images, train_images[neighbours]], axis=1).reshape(2 * n, -1)
+        captions = [(items[i], c) for i, c in zip(data.caption_image, data.captions) if i < n]
+        collections.write_collection(root, split, "ims", frame_ids, frame_rows, captions)
+        clips[split] = (images + train_images[neighbours]) / 2
+    model_dir, results = train_tiny(root, root / "run")
+    return root, clips, results
+
+
+def test_pseudo_clips_pool_two_frames(pseudo_clip_run):
+    """Each pseudo-clip's feature is the mean of its image and the image's nearest training neighbour."""
+    root, clips, _ = pseudo_clip_run
+    for split, expected in clips.items():
+        got = readers.load_split(root, split, "ims")
+        assert got.images.shape == (len(expected), 1280) and len(got.captions) == 5 * len(expected)
+        np.testing.assert_allclose(got.images, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_pseudo_clips_train_and_evaluate_above_chance(pseudo_clip_run):
+    """Training on 2-frame pseudo-clips exits 0 and retrieves captions of 100 test clips above chance."""
+    _, _, results = pseudo_clip_run
+    test = results["test"]
+    assert all(math.isfinite(value) for value in test.values())
+    # Random i2t R@10 with 100 clips x 5 captions: P(one of 5 in the top 10 of 500).
+    chance = 100 * (1 - math.comb(495, 10) / math.comb(500, 10))
+    assert 9.5 < chance < 9.7
+    assert test["i2t_r10"] > 15, test
+
+
+# --- two features per item (the second a stand-in for audio) ---------------
+
+
+@pytest.fixture(scope="module")
+def two_feature_run(tmp_path_factory):
+    """Collections with features "ims" (1280-d) and "stages" (3120-d per-stage
+    features of the same images: a stand-in for audio, NOT audio), and the
+    tiny model trained on their concatenation."""
+    root = tmp_path_factory.mktemp("two_features")
+    for feature in ("ims", "stages"):
+        collections.precomp_to_collections(SHARED_DATA / "f8k_precomp", root, feature=feature)
+    model_dir, results = train_tiny(root, root / "run", "--set", "data.image_features=ims+stages")
+    return root, model_dir, results
+
+
+def test_two_features_concatenate_per_item(two_feature_run):
+    """load_split(..., 'ims+stages') is the 4400-column concatenation of both features (stand-in for audio)."""
+    root, _, _ = two_feature_run
+    both = readers.load_split(root, "test", "ims+stages")
+    ims = readers.load_precomp(SHARED_DATA / "f8k_precomp", "test", "ims").images
+    stages = readers.load_precomp(SHARED_DATA / "f8k_precomp", "test", "stages").images
+    assert both.images.shape == (1000, 4400)
+    assert np.array_equal(both.images, np.concatenate([ims, stages], axis=1))
+    assert both.captions == readers.load_precomp(SHARED_DATA / "f8k_precomp", "test").captions
+
+
+def test_two_feature_model_exports_a_4400_wide_image_encoder(two_feature_run):
+    """Training on ims+stages (stand-in for audio) exits 0; the SavedModel's encode_image takes [N, 4400]."""
+    import tensorflow as tf
+
+    root, model_dir, results = two_feature_run
+    assert json.loads((model_dir / "config.json").read_text())["image_dim"] == 4400
+    assert all(math.isfinite(value) for value in results["test"].values())
+    loaded = tf.saved_model.load(str(model_dir / "saved_model"))
+    rows = readers.load_split(root, "test", "ims+stages").images[:2]
+    encoded = loaded.encode_image(tf.constant(rows)).numpy()
+    assert encoded.shape[0] == 2 and np.all(np.isfinite(encoded))
+
+
+# --- command line -----------------------------------------------------------
+
+
+def test_command_line(tmp_path, capsys):
+    """`python -m data.collections --precomp X --out Y` exits 0; --out naming an existing file exits 2."""
+    out = tmp_path / "cli"
+    assert collections.main(["--precomp", str(EMBEDDED_DATA), "--out", str(out)]) == 0
+    assert readers.load_split(out, "dev").captions == readers.load_precomp(EMBEDDED_DATA, "dev").captions
+    first_image = (EMBEDDED_DATA / "test_ids.txt").read_text().split()[0]  # 3385593926_d3e9c21170.jpg
+    assert (out / "test" / "FeatureData" / "ims" / "id.txt").read_text().split()[0] == first_image[: -len(".jpg")]
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    capsys.readouterr()
+    assert collections.main(["--precomp", str(EMBEDDED_DATA), "--out", str(a_file)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: --out {a_file}: is a file"
+    assert collections.main(["--precomp", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2

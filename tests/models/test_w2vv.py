@@ -1,0 +1,168 @@
+"""Word2VisualVec (Dong et al. 2018): fidelity to the paper on real data,
+the GRU against eq. 3, the novel-word argument, the loss and optimiser, and
+the trained model's evaluation options."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import evaluate
+import inference
+from config import TrainConfig
+from data import word_vectors
+from data.readers import load_precomp
+from models import registry
+from models.w2vv import GLOVE_50D, num_training_words
+from training import make_optimizer
+from tests.helpers import EMBEDDED_DATA
+
+
+def glove():
+    return word_vectors.load_word_vectors(GLOVE_50D)
+
+
+def quick_model(name="w2vv", overrides=(), vectors=None):
+    """A model of the quick preset on the real vocabulary and GloVe vectors."""
+    spec = registry.get(name)
+    config = spec.experiment("quick", overrides).model
+    vectors = vectors or glove()
+    vocabulary = spec.vocabulary(config, load_precomp(EMBEDDED_DATA, "train").captions, vectors)
+    model = spec.build_model(config, vocabulary, image_dim=1280)
+    model.set_word_vectors(vectors, seed=0)
+    return model, vocabulary
+
+
+def test_vocabulary_and_composite_vector_sizes_are_the_papers_on_flickr8k():
+    # Sec. III-A: words seen >= 5 times in the Flickr8k training captions
+    # give m = 2,535, and with 500-d word2vec and a 1,024-d GRU the
+    # composite vector of eq. 4 has 4,059 dimensions.
+    spec = registry.get("w2vv")
+    config = spec.experiment("paper").model
+    vocabulary = spec.vocabulary(config, load_precomp(EMBEDDED_DATA, "train").captions, None)
+    assert num_training_words(vocabulary, config.vocab_min_count) == 2535
+    model = spec.build_model(config, vocabulary, image_dim=2048)
+    ids = model.vectorizer(tf.constant(["a dog runs on the grass"]))
+    assert model.sentence_vector(ids).shape == (1, 4059)
+    assert model.encode_text(ids).shape == (1, 2048)
+
+
+def test_gru_branch_is_eq_3_with_the_update_gate_relabelled():
+    model, _ = quick_model("w2vv-gru", ["model.gru_units=8", "model.hidden_units=[16]"])
+    ids = model.vectorizer(tf.constant(["a dog runs on the green grass", "two men"])).numpy()
+    kernel, recurrent, bias = (w.numpy() for w in model.gru.weights[:3])
+    units = recurrent.shape[0]
+    W, U, b = (np.split(x, 3, axis=-1) for x in (kernel, recurrent, bias))
+    # Keras' update gate is the paper's 1 - z: sigma(a) = 1 - sigma(-a).
+    W_zv, W_zh, b_z = -W[0], -U[0], -b[0]
+    W_rv, W_rh, b_r = W[1], U[1], b[1]
+    W_hv, W_hh, b_h = W[2], U[2], b[2]
+    sigmoid = lambda x: 1 / (1 + np.exp(-x))  # noqa: E731
+    embeddings = model.word_embedding.embeddings.numpy()
+    states = model.sentence_vector(tf.constant(ids)).numpy()
+    for row, state in zip(ids, states):
+        h = np.zeros(units)
+        for token in row[row != 0]:
+            v = embeddings[token]
+            z = sigmoid(v @ W_zv + h @ W_zh + b_z)
+            r = sigmoid(v @ W_rv + h @ W_rh + b_r)
+            h_tilde = np.tanh(v @ W_hv + (r * h) @ W_hh + b_h)
+            h = (1 - z) * h + z * h_tilde
+        np.testing.assert_allclose(state, h, rtol=1e-4, atol=1e-5)
+
+
+def test_a_novel_word_with_a_vector_changes_the_encoding_through_the_word2vec_scale():
+    # Sec. III-A's argument for word2vec, with its example: "faucet" is
+    # below the BoW threshold (seen twice in training) but has a vector.
+    vectors = glove()
+    model, vocabulary = quick_model("w2vv", ["model.gru_units=8"], vectors)
+    counts = dict(zip(vocabulary.tokens, vocabulary.counts))
+    assert counts["faucet"] < 5 and "faucet" in vectors.key_to_index
+    with_novel, without = model.vectorizer(tf.constant(["a dog drinks from a faucet", "a dog drinks from a qzxqv"]))
+    bow_and_w2v = 2535 + 50
+    sentence = model.sentence_vector(tf.stack([with_novel, without])).numpy()
+    # BoW and GRU both see an unknown word; only the word2vec mean differs.
+    np.testing.assert_array_equal(sentence[0, :2535], sentence[1, :2535])
+    np.testing.assert_array_equal(sentence[0, bow_and_w2v:], sentence[1, bow_and_w2v:])
+    assert np.abs(sentence[0, 2535:bow_and_w2v] - sentence[1, 2535:bow_and_w2v]).max() > 0.1
+    encodings = model.encode_text(tf.stack([with_novel, without])).numpy()
+    assert np.abs(encodings[0] - encodings[1]).max() > 1e-4
+
+
+def test_the_loss_is_eq_8_averaged_over_dimensions_and_batch():
+    model, _ = quick_model("w2vv-bow", ["model.hidden_units=[16]"])
+    rng = np.random.default_rng(0)
+    images, texts = rng.uniform(0, 3, size=(2, 4, 1280)).astype(np.float32)
+    loss = model.pair_loss(model.encode_image(images), texts, tf.range(4))
+    assert float(loss) == pytest.approx(np.mean((texts - images) ** 2), rel=1e-6)
+
+
+def test_rmsprop_step_emulates_keras_2_epsilon_outside_the_square_root():
+    # Keras 2 (the paper's code): a = rho a + (1 - rho) g^2, p -= lr g / (sqrt(a) + 1e-6).
+    # Keras 3 puts epsilon inside the root; the preset's 1e-12 emulates it.
+    config = registry.get("w2vv").train
+    assert (config.optimizer, config.optimizer_epsilon) == ("rmsprop", 1e-12)
+    rng = np.random.default_rng(0)
+    start = rng.normal(size=50).astype(np.float32)
+    gradient = rng.choice([-1, 1], 50) * 10 ** rng.uniform(-3, 0, 50)
+
+    def keras3_step(epsilon):
+        variable = keras.Variable(start)
+        optimizer = make_optimizer(TrainConfig(optimizer="rmsprop", learning_rate=1e-3, optimizer_epsilon=epsilon))
+        optimizer.apply_gradients([(tf.constant(gradient, tf.float32), variable)])
+        return variable.numpy() - start
+
+    a = 0.1 * gradient**2
+    keras2_step = -1e-3 * gradient / (np.sqrt(a) + 1e-6)
+    # |g| >= 1e-3, so sqrt(a) >= 3e-4 and the two forms differ by < 0.4 %.
+    np.testing.assert_allclose(keras3_step(1e-12), keras2_step, rtol=4e-3)
+    # Keras 3's default epsilon (1e-7 inside the root) takes steps up to
+    # ~30 % shorter for the smaller gradients.
+    assert np.abs(keras3_step(None) / keras2_step - 1).max() > 0.2
+
+
+def test_presets_land_in_the_written_config(trained_w2vv):
+    config = json.loads((trained_w2vv / "config.json").read_text())
+    assert config["model"]["scales"] == ["bow", "word2vec", "gru"]
+    assert config["model"]["word_vectors"] == GLOVE_50D and config["model"]["tokenizer"] == "alnum"
+    train = config["train"]
+    assert (train["optimizer"], train["optimizer_epsilon"], train["grad_clip_norm"]) == ("rmsprop", 1e-12, 5.0)
+    assert (train["selection_metric"], train["plateau_patience"], train["lr_decay_factor"]) == ("i2t_map", 3, 0.5)
+    assert train["early_stopping_patience"] == 10 and train["learning_rate"] == 1e-3
+    vocabulary = json.loads((trained_w2vv / "vocab.json").read_text())
+    assert len(vocabulary["tokens"]) == len(vocabulary["counts"])
+
+
+def test_export_scores_by_cosine_between_predicted_and_real_features(trained_w2vv):
+    loaded = tf.saved_model.load(str(trained_w2vv / "saved_model"))
+    features = load_precomp(EMBEDDED_DATA, "test").images[:3]
+    texts = tf.constant(["a dog runs", "two children play on a beach"])
+    np.testing.assert_array_equal(loaded.encode_image(features), features)
+    predicted = loaded.encode_text(texts).numpy()
+    assert predicted.shape == (2, 1280) and (predicted >= 0).all()  # ReLU output
+    unit = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)  # noqa: E731
+    np.testing.assert_allclose(loaded.score(features, texts), unit(features) @ unit(predicted).T, atol=1e-5)
+
+
+def test_retrieval_similarity_is_an_evaluation_time_option(trained_w2vv, tmp_path):
+    results = {}
+    for similarity in ("cosine", "dot", "neg_mse"):
+        out = tmp_path / f"{similarity}.json"
+        argv = ["--model-dir", str(trained_w2vv), "--set", f"model.similarity={similarity}", "--json", str(out)]
+        assert evaluate.main(argv) == 0
+        results[similarity] = json.loads(out.read_text())
+    expected = json.loads((trained_w2vv / "results.json").read_text())["test"]
+    assert results["cosine"]["rsum"] == pytest.approx(expected["rsum"], abs=1e-6)
+    assert results["dot"]["i2t_r1"] != results["neg_mse"]["i2t_r1"] or results["dot"]["rsum"] != results["cosine"]["rsum"]
+    assert evaluate.main(["--model-dir", str(trained_w2vv), "--set", "train.epochs=3"]) == 2
+
+
+def test_query_composition_adds_and_subtracts_predicted_visual_vectors(trained_w2vv):
+    scorer = inference.SavedModelScorer(trained_w2vv / "saved_model")
+    image = load_precomp(EMBEDDED_DATA, "test").images[:2]
+    composed = inference.compose_query(scorer, image, add=["cat"], subtract=["dog"])
+    expected = image - scorer.encode_texts(["dog"]) + scorer.encode_texts(["cat"])
+    np.testing.assert_allclose(composed, expected, atol=1e-6)
+    np.testing.assert_array_equal(inference.compose_query(scorer, image), image)
