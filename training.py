@@ -106,8 +106,10 @@ class Trainer:
 
     def run(self):
         """Runs the experiment; returns {"dev": metrics, "test": metrics}."""
-        self._prepare_model_dir()
+        self._check_model_dir()
         train_split, dev_split = self._load_data()
+        if self.is_chief:
+            self.model_dir.mkdir(parents=True, exist_ok=True)
         vectors = None if self.resume else self._word_vectors(train_split)
         vocabulary = self._vocabulary(train_split, vectors)
         cfg = self.config
@@ -161,7 +163,7 @@ class Trainer:
             export_saved_model(model, cfg.image_dim, self.model_dir / SAVED_MODEL_DIR)
         return results
 
-    def _prepare_model_dir(self):
+    def _check_model_dir(self):
         if not self.is_chief:
             # Other workers follow the chief, which writes config.json.
             return
@@ -172,7 +174,6 @@ class Trainer:
             raise InputError(
                 f"--model-dir {self.model_dir} already holds a training run; pass --resume to continue it or choose another directory"
             )
-        self.model_dir.mkdir(parents=True, exist_ok=True)
 
     def _private_dir(self, name):
         # Non-chief workers of a multi-worker run must write their (identical)

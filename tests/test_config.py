@@ -26,6 +26,8 @@ def test_paper_preset_holds_the_papers_values():
     ("train.epochs=abc", "train.epochs must be of type int"),
     ("train.optimizer=adagrad", "train.optimizer must be one of"),
     ("model.hinge=median", "hinge must be .sum., .max. or phases"),
+    ("train.selection_metric=i2t_medr", "train.selection_metric must be one of"),
+    ("train.optimizer_epsilon=0", "train.optimizer_epsilon must be positive"),
 ])
 def test_bad_overrides_are_one_line_input_errors(override, message):
     with pytest.raises(InputError, match=message) as error:
@@ -52,3 +54,18 @@ def test_json_round_trip(tmp_path):
 def test_registering_a_name_twice_fails():
     with pytest.raises(ValueError, match="already registered"):
         registry.register(registry.get("gru"))
+
+
+@pytest.mark.parametrize("override, message", [
+    ("model.scales=[]", "scales must be distinct values"),
+    ("model.scales=[\"bow\",\"bow\"]", "scales must be distinct values"),
+    ("model.scales=[\"tfidf\"]", "scales must be distinct values"),
+    ("model.word_vectors=null", "the word2vec scale needs word_vectors"),
+    ("model.loss=l1", "loss must be one of"),
+    ("model.similarity=euclid", "similarity must be one of"),
+])
+def test_w2vv_config_errors(override, message):
+    with pytest.raises(InputError, match=message):
+        registry.get("w2vv").experiment("quick", [override])
+    # Without the word2vec scale no vectors are needed.
+    assert registry.get("w2vv-bow").experiment("quick", ["model.word_vectors=null"]).model.scales == ("bow",)

@@ -213,3 +213,29 @@ def tf_value(event):
     import tensorflow as tf
 
     return tf.make_ndarray(event.tensor_proto)
+
+
+def test_a_resumed_model_with_dropout_ends_as_an_uninterrupted_run(tmp_path, monkeypatch):
+    # The dropout masks' random state is checkpointed with the weights, so
+    # a run interrupted after its first checkpoint draws the same masks
+    # after resuming.
+    import training
+
+    argv = ["--model", "w2vv-bow", "--preset", "quick", "--set", "model.hidden_units=[32]",
+            "--set", "train.max_train_images=100", "--set", "train.batch_size=50", "--set", "train.epochs=2",
+            "--set", "train.validate_every=3"]
+    assert train.main([*argv, "--model-dir", str(tmp_path / "whole")]) == 0
+    original = training._Loop._validate_and_save
+
+    def interrupted(loop):
+        original(loop)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(training._Loop, "_validate_and_save", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train.main([*argv, "--model-dir", str(tmp_path / "resumed")])
+    monkeypatch.undo()
+    assert train.main(["--model-dir", str(tmp_path / "resumed"), "--resume"]) == 0
+    whole = json.loads((tmp_path / "whole" / "results.json").read_text())
+    resumed = json.loads((tmp_path / "resumed" / "results.json").read_text())
+    assert resumed["dev"] == whole["dev"] and resumed["test"] == whole["test"]

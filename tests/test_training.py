@@ -1,5 +1,7 @@
 """The trainer's phases (a curriculum such as Vilalta et al.'s PH)."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -76,6 +78,26 @@ def training_tensor_value(event):
     import tensorflow as tf
 
     return tf.make_ndarray(event.tensor_proto)
+
+
+def test_the_selection_metric_picks_the_best_checkpoint(monkeypatch, tmp_path):
+    # rsum and i2t_map disagree on the best validation: with
+    # selection_metric=i2t_map the checkpoint of the 2nd validation is kept.
+    scripted = [(50.0, 0.1), (40.0, 0.3), (60.0, 0.2)]
+    seen = []
+
+    def validate_metrics(loop):
+        rsum, i2t_map = scripted[min(len(seen), 2)]
+        seen.append(int(loop.state.global_step))
+        return {**dict.fromkeys(METRIC_NAMES, 0.0), "rsum": rsum, "i2t_map": i2t_map}
+
+    monkeypatch.setattr(training._Loop, "validate_metrics", validate_metrics)
+    model_dir = tmp_path / "run"
+    argv = ["--model", "gru", "--preset", "quick", "--model-dir", str(model_dir), *TINY,
+            "--set", "train.epochs=1", "--set", "train.selection_metric=i2t_map"]
+    assert train.main(argv) == 0
+    assert (model_dir / "best" / f"ckpt-{seen[1]}.index").exists()
+    assert json.loads((model_dir / "results.json").read_text())["dev"]["i2t_map"] == 0.3
 
 
 def test_phase_learning_rates_must_match_the_phases(tmp_path, capsys):

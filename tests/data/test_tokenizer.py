@@ -1,3 +1,5 @@
+import re
+
 import pytest
 import tensorflow as tf
 from nltk.tokenize import TreebankWordTokenizer
@@ -16,6 +18,17 @@ def test_every_flickr8k_caption_splits_exactly_as_nltk_treebank():
     assert len(captions) > 40000
     ours = tokenize_strings(captions)
     assert [c for c, tokens in zip(captions, ours) if tokens != nltk_tokens(c)] == []
+
+
+def test_every_flickr8k_caption_splits_as_word2visualvecs_clean_str():
+    # The public Word2VisualVec code: every character outside [A-Za-z0-9]
+    # becomes a space, then lowercase and split.
+    lines = (SHARED_DATA / "flickr8k_text" / "Flickr8k.token.txt").read_text(encoding="utf-8").splitlines()
+    captions = [line.split("\t", 1)[1] for line in lines] + ["Café, white-footed DOG!", "naïve\u00a0x²"]
+    ours = tokenize_strings(captions, "alnum")
+    expected = [re.sub(r"[^A-Za-z0-9]", " ", c).strip().lower().split() for c in captions]
+    assert [c for c, got, want in zip(captions, ours, expected) if got != want] == []
+    assert ours[-2:] == [["caf", "white", "footed", "dog"], ["na", "ve", "x"]]
 
 
 @pytest.mark.parametrize("text, expected", [

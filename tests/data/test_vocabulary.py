@@ -56,3 +56,17 @@ def test_bad_files_raise_one_line_input_errors(tmp_path, content, message):
     with pytest.raises(InputError, match=message) as error:
         Vocabulary.load(path)
     assert "\n" not in str(error.value)
+
+
+def test_counts_extra_words_and_another_tokenizer(tmp_path):
+    vocabulary = Vocabulary.build(CAPTIONS, min_count=2, tokenizer="alnum", extra_words=["zebra", "dog", "okapi"])
+    # The kept training words, then the extra words not already kept, each
+    # with its training count (0 when never seen).
+    assert vocabulary.tokens[2:] == ["a", "dog", "runs", "zebra", "okapi"]
+    counts = dict(zip(vocabulary.tokens, vocabulary.counts))
+    assert counts["<pad>"] == 0 and counts["zebra"] == 1 and counts["okapi"] == 0 and counts["dog"] >= 2
+    vocabulary.save(tmp_path / "vocab.json")
+    loaded = Vocabulary.load(tmp_path / "vocab.json")
+    assert (loaded.tokens, loaded.counts) == (vocabulary.tokens, vocabulary.counts)
+    with pytest.raises(ValueError, match="counts"):
+        Vocabulary(vocabulary.tokens, vocabulary.counts[:-1])
