@@ -108,7 +108,20 @@ def restore_model(model_dir, overrides=()):
     best = tf.train.latest_checkpoint(str(model_dir / BEST_DIR))
     if best is None:
         raise InputError(f"{model_dir / BEST_DIR}: no checkpoint; has this model been validated once?")
-    tf.train.Checkpoint(model=model).restore(best).expect_partial()
+    try:
+        # Strict: every weight of the model must come from the checkpoint
+        # (a setting that changes the weights, such as another layer size,
+        # must not leave some of them at their initial values).
+        status = tf.train.Checkpoint(model=model).restore(best)
+        status.expect_partial()  # silences the warning about the checkpoint's own save counter
+        status.assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.OpError) as error:
+        # The half-restored model is discarded with this error; TF would
+        # log warnings about its unrestored values when it is collected.
+        tf.get_logger().setLevel("ERROR")
+        reason = str(error).strip().splitlines()[-1][:300]
+        raise InputError(f"{best}: the checkpoint does not fit the model configured in {model_dir / 'config.json'}"
+                         f"{' with ' + ' '.join(overrides) if overrides else ''} ({reason})") from None
     return config, model
 
 

@@ -157,6 +157,9 @@ def test_retrieval_similarity_is_an_evaluation_time_option(trained_w2vv, tmp_pat
     assert results["cosine"]["rsum"] == pytest.approx(expected["rsum"], abs=1e-6)
     assert results["dot"]["i2t_r1"] != results["neg_mse"]["i2t_r1"] or results["dot"]["rsum"] != results["cosine"]["rsum"]
     assert evaluate.main(["--model-dir", str(trained_w2vv), "--set", "train.epochs=3"]) == 2
+    # A setting that changes the weights is refused, not half-restored.
+    for change in ("model.hidden_units=[8]", 'model.scales=["bow","gru"]'):
+        assert evaluate.main(["--model-dir", str(trained_w2vv), "--set", change]) == 2
 
 
 def test_query_composition_adds_and_subtracts_predicted_visual_vectors(trained_w2vv):
