@@ -51,7 +51,7 @@ class TrainConfig:
         e.g. "i2t_map", Word2VisualVec's).
       phase_patience: for a model trained in phases (a curriculum, e.g.
         Vilalta et al.'s PH: the sum of hinges, then the max), a phase ends
-        after this many validations without a new best dev rsum, or after
+        after this many validations without a new best `selection_metric`, or after
         `epochs` epochs; the next phase starts from the best weights so far
         with a fresh optimizer state.
       phase_learning_rates: the learning rate of each phase after the first
@@ -91,8 +91,11 @@ class TrainConfig:
             "train.sampling", self.sampling, ("all_captions", "one_caption_per_image")
         )
         _check_choice("train.selection_metric", self.selection_metric, SELECTION_METRICS)
-        if self.optimizer_epsilon is not None and not self.optimizer_epsilon > 0:
-            raise InputError(f"train.optimizer_epsilon must be positive; got {self.optimizer_epsilon}")
+        if self.optimizer_epsilon is not None:
+            if not self.optimizer_epsilon > 0:
+                raise InputError(f"train.optimizer_epsilon must be positive; got {self.optimizer_epsilon}")
+            if self.optimizer == "sgd":
+                raise InputError("train.optimizer_epsilon: SGD has no epsilon")
         if self.batch_size < 2:
             raise InputError("train.batch_size must be at least 2 (negatives come from the batch)")
 

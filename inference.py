@@ -137,6 +137,11 @@ def evaluate_split(scorer, data_root, split_name, image_features="ims", protocol
     data_root = data_root or EMBEDDED_DATA
     split = readers.load_split(data_root, split_name, image_features)
     check_image_dim(split, scorer.image_dim, f"{data_root} ({split_name}, {image_features})")
+    return score_split(scorer, split, protocol, batch_size)
+
+
+def score_split(scorer, split, protocol="full", batch_size=256):
+    """The metrics of a loaded `RetrievalSplit` under `scorer`."""
     try:
         image_encodings = scorer.encode_images(split.images, batch_size)
         text_encodings = scorer.encode_texts(split.captions, batch_size)

@@ -80,8 +80,6 @@ def make_optimizer(train_config):
     }
     kwargs = {"learning_rate": train_config.learning_rate}
     if train_config.optimizer_epsilon is not None:
-        if train_config.optimizer == "sgd":
-            raise InputError("train.optimizer_epsilon: SGD has no epsilon")
         kwargs["epsilon"] = train_config.optimizer_epsilon
     return optimizers[train_config.optimizer](**kwargs)
 
@@ -107,10 +105,11 @@ class Trainer:
     def run(self):
         """Runs the experiment; returns {"dev": metrics, "test": metrics}."""
         self._check_model_dir()
-        train_split, dev_split = self._load_data()
+        train_split, dev_split, test_split = self._load_data()
+        vectors = None if self.resume else self._word_vectors(train_split)
+        # Only once every input has been read and checked.
         if self.is_chief:
             self.model_dir.mkdir(parents=True, exist_ok=True)
-        vectors = None if self.resume else self._word_vectors(train_split)
         vocabulary = self._vocabulary(train_split, vectors)
         cfg = self.config
         keras.utils.set_random_seed(cfg.train.seed)
@@ -155,7 +154,7 @@ class Trainer:
         results = {
             # The best validation's metrics, unless this process never saw it.
             "dev": loop.best_dev_metrics or loop.validate_metrics(),
-            "test": self._test_metrics(scorer),
+            "test": inference.score_split(scorer, test_split),
             "checkpoint": best_checkpoint,
         }
         if self.is_chief:
@@ -184,8 +183,8 @@ class Trainer:
         return str(self.model_dir / ".workers" / str(task) / name)
 
     def _load_data(self):
-        """The train and dev splits; every split the run will read, test
-        included, is read and checked here, before any training."""
+        """The train, dev and test splits, read and checked before any
+        training."""
         cfg = self.config
         data = cfg.data
         train_split = readers.load_split(data.path, data.train_split, data.image_features)
@@ -201,7 +200,7 @@ class Trainer:
         test_split = readers.load_split(data.path, data.test_split, data.image_features)
         for name, split in ((data.dev_split, dev_split), (data.test_split, test_split)):
             inference.check_image_dim(split, image_dim, f"{data.path} ({name}, {data.image_features})")
-        return train_split, dev_split
+        return train_split, dev_split, test_split
 
     def _word_vectors(self, train_split):
         """The word vectors of `model.word_vectors` (None when unset)."""
@@ -228,12 +227,6 @@ class Trainer:
             vocabulary.save(path)
         log.info("vocabulary: %d tokens from %d training captions", len(vocabulary), len(train_split.captions))
         return vocabulary
-
-    def _test_metrics(self, scorer):
-        cfg = self.config
-        return inference.evaluate_split(
-            scorer, cfg.data.path, cfg.data.test_split, cfg.data.image_features
-        )
 
 
 class _TrainingState(tf.Module):
