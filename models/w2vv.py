@@ -270,19 +270,21 @@ class W2VVModel(RetrievalModel):
         return "; ".join(notes)
 
 
-# Sec. III-B with the public code's values where the paper has none (see
-# the module docstring).
+# Sec. III-B, and the public code (`w2vv_trainer.py`) where the paper has no value.
 PAPER_TRAINING = TrainConfig(
-    optimizer="rmsprop",
-    optimizer_epsilon=1e-12,
-    learning_rate=1e-4,
-    batch_size=100,
-    epochs=100,
+    optimizer="rmsprop",  # paper; Keras' rho 0.9 is the paper's decay gamma
+    optimizer_epsilon=1e-12,  # paper's eps 1e-6, outside the root in Keras 2 (see TrainConfig)
+    learning_rate=1e-4,  # paper
+    batch_size=100,  # code (paper: none)
+    epochs=100,  # paper: "the maximal number of epochs is 100"
+    # Paper: halve the rate after 3 epochs without improvement, stop after
+    # 10. (The code halves at a non-improving epoch once 3 have passed at the
+    # current rate and stops after 11 misses; the paper's text is taken.)
     plateau_patience=3,
     lr_decay_factor=0.5,
     early_stopping_patience=10,
-    grad_clip_norm=5.0,
-    selection_metric="i2t_map",
+    grad_clip_norm=5.0,  # code's clipnorm (paper: none), one global norm as Keras 2
+    selection_metric="i2t_map",  # code (paper: "validation performance")
 )
 
 # Sized for a 2-core CPU: GloVe 50-d vectors of the Flickr8k words
