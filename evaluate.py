@@ -103,7 +103,7 @@ def parse_args(argv):
     source.add_argument("--saved-model", help="a SavedModel exported by train.py")
     parser.add_argument("--data", help="precomp data folder (default: the model's training data, else the embedded Flickr8k)")
     parser.add_argument("--image-features", help="which {split}_<name>.npy holds the image features (default: the model's)")
-    parser.add_argument("--split", default="test")
+    parser.add_argument("--split", help="the split to evaluate (default: the model's test split, else 'test')")
     parser.add_argument("--protocol", default="full", choices=PROTOCOLS)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--json", help="also write the metrics to this JSON file")
@@ -128,10 +128,9 @@ def _run(args):
         scorer = inference.SavedModelScorer(args.saved_model)
     data_root = args.data or scorer.data_path
     image_features = args.image_features or scorer.image_features
-    result = inference.evaluate_split(
-        scorer, data_root, args.split, image_features, args.protocol, args.batch_size
-    )
-    print(f"{args.split} split, protocol {args.protocol}:")
+    split = args.split or scorer.test_split
+    result = inference.evaluate_split(scorer, data_root, split, image_features, args.protocol, args.batch_size)
+    print(f"{split} split, protocol {args.protocol}:")
     print(format_table(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")

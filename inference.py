@@ -24,11 +24,12 @@ BEST_DIR = "best"
 class CheckpointScorer:
     """Scores with the Keras model of a model directory's best checkpoint."""
 
-    def __init__(self, model, image_dim, data_path=None, image_features="ims"):
+    def __init__(self, model, image_dim, data_path=None, image_features="ims", test_split="test"):
         self.model = model
         self.image_dim = image_dim
         self.data_path = data_path
         self.image_features = image_features
+        self.test_split = test_split
         self._encode_text = tf.function(
             lambda text: model.encode_text(model.vectorizer(text)), reduce_retracing=True
         )
@@ -38,7 +39,7 @@ class CheckpointScorer:
     @classmethod
     def from_model_dir(cls, model_dir, overrides=()):
         config, model = restore_model(model_dir, overrides)
-        return cls(model, config.image_dim, config.data.path, config.data.image_features)
+        return cls(model, config.image_dim, config.data.path, config.data.image_features, config.data.test_split)
 
     def encode_images(self, features, batch_size=256):
         return _batched(self._encode_image, features, batch_size)
@@ -61,6 +62,7 @@ class SavedModelScorer:
         self.image_dim = self.loaded.encode_image.input_signature[0].shape[1]
         self.data_path = None
         self.image_features = "ims"
+        self.test_split = "test"
 
     def encode_images(self, features, batch_size=256):
         return _batched(self.loaded.encode_image, features, batch_size)

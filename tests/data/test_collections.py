@@ -344,3 +344,21 @@ def test_command_line(tmp_path, capsys):
     assert collections.main(["--precomp", str(EMBEDDED_DATA), "--out", str(a_file)]) == 2
     assert capsys.readouterr().err.strip() == f"error: --out {a_file}: is a file"
     assert collections.main(["--precomp", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2
+
+
+def test_collections_with_their_own_names_train_and_evaluate(tmp_path):
+    """Collections named as a dataset names them (MSR-VTT's msrvtt10ktrain
+    ...), chosen with data.*_split; evaluate.py then defaults to the model's
+    own test collection."""
+    names = {"train": "clipstrain", "dev": "clipsval", "test": "clipstest"}
+    for split, n in (("train", 300), ("dev", 100), ("test", 100)):
+        data = readers.load_precomp(EMBEDDED_DATA, split)
+        items = [collections.item_id(image) for image in data.image_ids[:n]]
+        captions = [(items[i], c) for i, c in zip(data.caption_image, data.captions) if i < n]
+        collections.write_collection(tmp_path, names[split], "ims", items, data.images[:n], captions)
+    model_dir, results = train_tiny(
+        tmp_path, tmp_path / "run", *[f"--set=data.{split}_split={name}" for split, name in names.items()]
+    )
+    out = tmp_path / "metrics.json"
+    assert evaluate.main(["--model-dir", str(model_dir), "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["rsum"] == pytest.approx(results["test"]["rsum"], abs=1e-6)
