@@ -62,6 +62,9 @@ class TrainConfig:
       seed: seeds initialisation and the data order.
       max_train_images: train on the first N training images only (smoke
         tests; None = all).
+      validate_max_images: validate on the first N dev images and their
+        captions only (None = all): for pairwise models, whose dev
+        evaluation scores every pair; the final test is always complete.
       log_every: write the training loss to TensorBoard every this many steps.
     """
 
@@ -83,6 +86,7 @@ class TrainConfig:
     bucket_by_length: bool = False
     seed: int = 0
     max_train_images: int | None = None
+    validate_max_images: int | None = None
     log_every: int = 20
 
     def __post_init__(self):
@@ -204,7 +208,9 @@ def _coerce(name, value, hint):
         hint = next(a for a in args if a is not type(None))
     origin = typing.get_origin(hint)
     if origin is tuple:
-        if not isinstance(value, (list, tuple)):
+        if isinstance(value, str):
+            value = value.split(",")  # --set model.members=DIR1,DIR2
+        elif not isinstance(value, (list, tuple)):
             value = [value]
         return tuple(_coerce(name, v, typing.get_args(hint)[0]) for v in value)
     if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):

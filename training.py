@@ -147,7 +147,10 @@ class Trainer:
         train_data = pipeline.tokenize_split(train_split, model.vectorizer)
         scorer = inference.CheckpointScorer(model, cfg.image_dim)
         loop = _Loop(self, model, optimizer, state, last, best, scorer, dev_split)
-        loop.train(train_data)
+        if model.fits_without_gradients:
+            loop.fit_split(train_split)
+        else:
+            loop.train(train_data)
 
         best_checkpoint = best.latest_checkpoint
         tf.train.Checkpoint(model=model).restore(best_checkpoint).expect_partial()
@@ -197,6 +200,8 @@ class Trainer:
             )
         self.config = cfg = _with_image_dim(cfg, image_dim)
         dev_split = readers.load_split(data.path, data.dev_split, data.image_features)
+        if cfg.train.validate_max_images:
+            dev_split = _first_images(dev_split, cfg.train.validate_max_images)
         test_split = readers.load_split(data.path, data.test_split, data.image_features)
         for name, split in ((data.dev_split, dev_split), (data.test_split, test_split)):
             inference.check_image_dim(split, image_dim, f"{data.path} ({name}, {data.image_features})")
@@ -311,6 +316,13 @@ class _Loop:
                     self._validate_and_save()
                     if self.stop or self._phase_over():
                         break
+
+    def fit_split(self, train_split):
+        """Fits a model that is not trained by gradients, then validates
+        and checkpoints it once."""
+        self._log_hparams()
+        log.info("%s", self.model.fit_split(train_split))
+        self._validate_and_save()
 
     def _phase_over(self):
         """Whether the current phase has used its epochs, or (a phase before

@@ -40,8 +40,8 @@ class OrderViolationSimilarity(keras.layers.Layer):
     def call(self, image_embeddings, text_embeddings):
         dim = image_embeddings.shape[-1]
         block = max(1, math.isqrt(self.max_elements // dim))
-        images, n_images = _blocks(image_embeddings, block)  # [I, b, D]
-        texts, n_texts = _blocks(text_embeddings, block)  # [T, b, D]
+        images, n_images = split_blocks(image_embeddings, block)  # [I, b, D]
+        texts, n_texts = split_blocks(text_embeddings, block)  # [T, b, D]
 
         def image_block_scores(image_block):
             def pair_scores(text_block):
@@ -61,7 +61,7 @@ class OrderViolationSimilarity(keras.layers.Layer):
         return {**super().get_config(), "max_elements": self.max_elements}
 
 
-def _blocks(x, block):
+def split_blocks(x, block):
     """[n, D] -> ([ceil(n / block), block, D] zero-padded, n)."""
     n = tf.shape(x)[0]
     padded = tf.pad(x, [[0, (-n) % block], [0, 0]])

@@ -69,6 +69,16 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
         model trained in phases (`num_phases` > 1, see
         `TrainConfig.phase_patience`)."""
 
+    # A model fitted without gradient descent (in closed form, or assembled
+    # from trained models) sets this and implements `fit_split`; the trainer then
+    # calls `fit_split` instead of running training steps, and validates once.
+    fits_without_gradients = False
+
+    def fit_split(self, train_split):
+        """Fits the model to a `data.readers.RetrievalSplit`; returns a
+        one-line description for the log."""
+        raise NotImplementedError(f"{type(self).__name__} is trained by gradients, not fitted")
+
     def adapt(self, training_image_features):
         """Fits statistics of the training images (e.g. a Full-Network
         Embedding's standardisation) before training; [N, F] array."""

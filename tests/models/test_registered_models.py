@@ -13,7 +13,7 @@ from models import registry
 
 VOCABULARY = ["<pad>", "<unk>", "a", "dog", "runs", "on", "the", "grass", "."]
 # Small sizes for whichever of these fields a model's config has.
-TINY = {"word_dim": 8, "embed_dim": 16, "gru_units": 16, "hidden_units": [16]}
+TINY = {"word_dim": 8, "embed_dim": 16, "gru_units": 16, "hidden_units": [16], "feature_maps": [8, 8, 8]}
 
 
 def tiny_model(name):

@@ -1,0 +1,449 @@
+"""m-CNN (Ma, Lu, Shang, Li, "Multimodal Convolutional Neural Networks for
+Matching Image and Sentence", ICCV 2015).
+
+No joint space: a matching CNN convolves a sentence's word vectors with the
+image vector, and an MLP turns the joint representation into a score.
+
+    nu_im   = ReLU(w_im CNN(I) + b_im), d = 256                     (1)
+    s_match = w_s ReLU(w_h nu_JR + b_h) + b_s                          (2)
+    conv    = g(window) * ReLU(w [nu^i || .. || nu^{i+2} (|| nu_im)] + b)   (3-6, 8)
+    pool    = max(nu^{2i}, nu^{2i+1})                                  (7)
+    st:       nu_JR = [nu_im || nu_st]                                 (9)
+    loss    = max(0, mu - s(x_n, y_n) + s(x_n, y_m)), mu = 0.5         (10)
+
+Registered rows of Table 2 (`variant`: where the image enters, Table 1):
+- `mcnn-wd`: the first convolution (words), `mcnn-phs`: the second (short
+  phrases), `mcnn-phl`: the third (long phrases), `mcnn-st`: the MLP
+  (sentence; three unimodal convolutions);
+- `mcnn-ens`: the sum of the four trained models' scores
+  (`--set model.members=DIR_wd,DIR_phs,DIR_phl,DIR_st`).
+
+Full ranking is a network evaluation per (image, sentence) pair. The
+multimodal layer is linear in its concatenated input, so it is split
+(`MultimodalConv1D`, `MultimodalDense`) into a text part computed once per
+sentence (`encode_text`: the layers below the image, the multimodal layer's
+text term, max-pooled) and an image part computed once per image
+(`encode_image`); `similarity` adds them per pair and runs the rest of the
+network on blocks of pairs in bounded memory. This is exact (tested against
+a literal concatenate-then-convolve transcription of eqs. 3-9).
+
+Readings taken where the paper is silent:
+- Convolutions are "valid" (no border padding): 30 -> 28 -> 14 -> 12 -> 6 ->
+  4 -> 2 positions, so nu_JR is 2 x 300 (st: 256 + 600); with "same" padding
+  the paper's sizes would not pool evenly.
+- Sentences are cut to their first 30 tokens and padded after the last word
+  (Hu et al. 2014, whose gate m-CNN takes). Padded word vectors are exactly
+  0, and the gate of eq. 6 (stated for the word-level network) is applied in
+  every convolution of every variant, computed from the word mask.
+- The image enters every window that starts on a real word: one copy per
+  window (eq. 5), zero-padded where the sentence is (Sec. 3.1).
+- Dropout 0.1 (a drop rate, as Hinton et al.) on the MLP's hidden layer,
+  per pair; dropout on the shared image or sentence vectors would not be
+  the per-pair noise the paper describes and would break the factorisation.
+- One model is trained for both directions ("our m-CNNs are bidirectional";
+  Tables 2-4 report both for each model): eq. 10 with a random non-matching
+  sentence for the image and a random non-matching image for the sentence.
+  The random pair of the k-th positive is its batch neighbour k+1 (batches
+  are a fresh random sample of the pairs every epoch), pairs of the same
+  image excluded; the loss is the mean over the batch's positive pairs.
+- Words: 50-d skip-gram vectors trained on the training captions (the
+  paper's corpus is not named), tuned; every training word is in the
+  vocabulary; the treebank tokenizer keeps punctuation ("." is a word of
+  Table 5). The paper's captions were lemmatised ("three person sit ...");
+  the lemma file is not available here, surface forms are used (a
+  deviation).
+- Images: the zoo's precomputed, frozen CNN features (the paper fine-tunes
+  VGG-19 or OverFeat end to end: a deviation for a CPU budget); W_im is
+  d x (feature size).
+- Training: SGD (the paper's), batches of 128 ("100~150"), learning rate
+  0.1 (not given; see `PAPER_TRAINING`), at most 50 epochs with early
+  stopping after 5 validations without a better dev rsum ("early-stopping"),
+  no gradient clipping (none in the paper).
+- The ensemble sums the members' raw scores ("summing the matching scores").
+"""
+
+import dataclasses
+import math
+
+import keras
+import tensorflow as tf
+from keras import layers as keras_layers
+from keras import ops
+
+from config import TrainConfig
+from data.errors import InputError
+from data.tokenizer import TOKENIZERS
+from data.vocabulary import Vocabulary
+from layers.gated_conv1d import GatedConv1D
+from layers.multimodal_conv1d import MultimodalConv1D
+from layers.multimodal_dense import MultimodalDense
+from layers.order_violation_similarity import split_blocks
+from layers.text_vectorizer import TextVectorizer
+from models import registry
+from models.base import RetrievalModel
+
+# Where the image enters (Table 1): the 1-based convolution, or after the
+# three convolutions, into the MLP (st).
+IMAGE_LAYER = {"wd": 1, "phs": 2, "phl": 3, "st": 4}
+VARIANTS = tuple(IMAGE_LAYER)
+ENSEMBLE = "ens"
+
+
+@dataclasses.dataclass
+class MCNNConfig:
+    """Hyperparameters of m-CNN (Ma et al. 2015, Sec. 3 and 4).
+
+    Attributes:
+      variant: "wd", "phs", "phl" or "st" (Table 1), or "ens", the sum of one
+        trained model of each.
+      word_dim: word vector size (50, skip-gram).
+      embed_dim: d, the size of the image vector nu_im of eq. 1 (256).
+      feature_maps: the three convolutions' feature maps (200, 300, 300).
+      window: k_rp, the convolution window (3).
+      hidden_units: the MLP's hidden layers ((400,): one hidden layer).
+      max_length: sentences are cut or padded to this many tokens (30);
+        at least 22, for three valid convolutions and poolings.
+      dropout: drop rate on the MLP's hidden layers (0.1).
+      margin: mu of eq. 10 (0.5).
+      negatives_per_pair: random non-matching pairs per positive and
+        direction (1, the paper's sampling).
+      max_block_elements: `similarity` scores pairs in blocks whose joint
+        representation holds at most this many floats (2^24 = 64 MB).
+      tokenizer: "treebank" (keeps punctuation) or "alnum".
+      vocab_min_count, vocab_max_size: the vocabulary (every training word).
+      word_vectors: "word2vec" (skip-gram on the training captions), a vector
+        file, or None (random).
+      members: for "ens", the model directories of the trained wd, phs, phl
+        and st models, in that order.
+    """
+
+    variant: str = "st"
+    word_dim: int = 50
+    embed_dim: int = 256
+    feature_maps: tuple[int, ...] = (200, 300, 300)
+    window: int = 3
+    hidden_units: tuple[int, ...] = (400,)
+    max_length: int = 30
+    dropout: float = 0.1
+    margin: float = 0.5
+    negatives_per_pair: int = 1
+    max_block_elements: int = 2**24
+    tokenizer: str = "treebank"
+    vocab_min_count: int = 1
+    vocab_max_size: int | None = None
+    word_vectors: str | None = "word2vec"
+    members: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.variant not in (*VARIANTS, ENSEMBLE):
+            raise ValueError(f"variant must be one of {', '.join((*VARIANTS, ENSEMBLE))}, got {self.variant!r}")
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"tokenizer must be one of {sorted(TOKENIZERS)}, got {self.tokenizer!r}")
+        if len(self.feature_maps) != 3 or min(self.feature_maps) < 1:
+            raise ValueError(f"feature_maps must be three positive sizes, got {list(self.feature_maps)}")
+        if not self.hidden_units or min(self.hidden_units) < 1:
+            raise ValueError(f"hidden_units must be positive sizes, got {list(self.hidden_units)}")
+        if self.window < 1 or stage_lengths(self.max_length, self.window)[-1] < 1:
+            raise ValueError(
+                f"max_length={self.max_length} with window {self.window} leaves no position after three "
+                "convolutions and poolings"
+            )
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.negatives_per_pair < 1:
+            raise ValueError(f"negatives_per_pair must be at least 1, got {self.negatives_per_pair}")
+        if min(self.word_dim, self.embed_dim, self.max_block_elements) < 1:
+            raise ValueError("word_dim, embed_dim and max_block_elements must be positive")
+
+
+def stage_lengths(max_length, window=3, pool=2):
+    """Positions after each of the three convolution + pooling stages."""
+    lengths = [max_length]
+    for _ in range(3):
+        lengths.append((lengths[-1] - window + 1) // pool)
+    return lengths[1:]
+
+
+class MCNNModel(RetrievalModel):
+    """One matching CNN (wd, phs, phl or st), factorised for full ranking.
+
+    Encodings: `encode_text` gives, for wd/phs/phl, the multimodal layer's
+    pooled text term and its gate flattened to [B, P * F + P]; for st, the
+    text term of the MLP's hidden layer, [B, H]. `encode_image` gives the
+    image term of the same layer, [B, F] or [B, H].
+    """
+
+    def __init__(self, config, vocabulary, image_dim, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.image_layer = IMAGE_LAYER[config.variant]
+        self.vectorizer = TextVectorizer(vocabulary.tokens, tokenizer=config.tokenizer)
+        self.word_embedding = keras_layers.Embedding(len(vocabulary), config.word_dim)
+        self.image_projection = keras_layers.Dense(config.embed_dim, activation="relu", name="image_projection")  # eq. 1
+        self.lengths = stage_lengths(config.max_length, config.window)
+        # Named attributes, not a list (TF checkpoints do not see layers held
+        # in a Python list): conv1..conv3, one of them multimodal for wd/phs/phl.
+        for layer, filters in enumerate(config.feature_maps, start=1):
+            conv = MultimodalConv1D if layer == self.image_layer else GatedConv1D
+            setattr(self, f"conv{layer}", conv(filters, window=config.window, name=f"conv{layer}"))
+        if self.image_layer <= len(config.feature_maps):
+            # Built here: its text and image parts are called separately.
+            channels = (config.word_dim, *config.feature_maps)[self.image_layer - 1]
+            self._conv(self.image_layer).build((None, None, channels), None, (None, config.embed_dim))
+        hidden = list(config.hidden_units)
+        if self.image_layer == IMAGE_LAYER["st"]:
+            self.joint = MultimodalDense(hidden.pop(0), name="joint")  # eq. 9 + the first layer of eq. 2
+            self.joint.build((None, self.lengths[-1] * config.feature_maps[-1]), (None, config.embed_dim))
+            self.joint_dropout = keras_layers.Dropout(config.dropout)
+        mlp = []
+        for units in hidden:
+            mlp += [keras_layers.Dense(units, activation="relu"), keras_layers.Dropout(config.dropout)]
+        # Eq. 2's output bias b_s cancels in every difference of eq. 10 (its
+        # gradient is always 0) and shifts every score alike: left out.
+        self.mlp = keras.Sequential([*mlp, keras_layers.Dense(1, use_bias=False)], name="mlp")
+        # Creates every weight now (the pair network's are otherwise only
+        # created by the first pair scored, after the optimizer is built).
+        self.score_pairs(self.encode_image(tf.zeros([1, image_dim])), self.encode_text(tf.ones([1, 1], tf.int32)))
+
+    def encoding_sizes(self):
+        """(image encoding size, text encoding size)."""
+        if self.image_layer == IMAGE_LAYER["st"]:
+            return self.config.hidden_units[0], self.config.hidden_units[0]
+        positions, filters = self.lengths[self.image_layer - 1], self.config.feature_maps[self.image_layer - 1]
+        return filters, positions * filters + positions
+
+    def _conv(self, layer):
+        return getattr(self, f"conv{layer}")
+
+    def encode_text(self, token_ids, training=False):
+        ids = token_ids[:, : self.config.max_length]
+        ids = tf.pad(ids, [[0, 0], [0, self.config.max_length - tf.shape(ids)[1]]])
+        ids = tf.reshape(ids, (-1, self.config.max_length))
+        mask = ops.cast(ids != 0, "float32")
+        x = self.word_embedding(ids) * mask[..., None]  # padded words are exactly 0
+        for layer in range(1, self.image_layer):  # the unimodal layers below the image
+            x, mask = self._conv(layer)(x, mask)
+        if self.image_layer == IMAGE_LAYER["st"]:
+            return self.joint.text_part(ops.reshape(x, (-1, x.shape[1] * x.shape[2])))
+        text, gate = self._conv(self.image_layer).text_part(x, mask)
+        return ops.concatenate([ops.reshape(text, (-1, text.shape[1] * text.shape[2])), gate], axis=-1)
+
+    def encode_image(self, image_features, training=False):
+        image = self.image_projection(image_features)
+        if self.image_layer == IMAGE_LAYER["st"]:
+            return self.joint.image_part(image)
+        return self._conv(self.image_layer).image_part(image)
+
+    def _scores(self, image_encodings, text_encodings, training):
+        """Scores of broadcast pairs: image [..., F'] and text [..., E]
+        encodings whose leading axes broadcast (aligned pairs: [N, .] and
+        [N, .]; all pairs: [n, 1, .] and [1, m, .]) -> [...]."""
+        if self.image_layer == IMAGE_LAYER["st"]:
+            hidden = self.joint_dropout(self.joint.combine(text_encodings, image_encodings), training=training)
+            shape = tf.shape(hidden)[:-1]
+            flat = tf.reshape(hidden, (-1, hidden.shape[-1]))
+        else:
+            positions, filters = self.lengths[self.image_layer - 1], self.config.feature_maps[self.image_layer - 1]
+            lead = tf.shape(text_encodings)[:-1]
+            text = tf.reshape(text_encodings[..., : positions * filters], tf.concat([lead, [positions, filters]], 0))
+            gate = text_encodings[..., positions * filters :]
+            x = MultimodalConv1D.combine(text, gate, image_encodings)  # [..., P, F]
+            shape = tf.shape(x)[:-2]
+            mask = tf.reshape(tf.broadcast_to(gate, tf.shape(x)[:-1]), (-1, positions))
+            x = tf.reshape(x, (-1, positions, filters))
+            for layer in range(self.image_layer + 1, 4):
+                x, mask = self._conv(layer)(x, mask)
+            flat = tf.reshape(x, (-1, x.shape[1] * x.shape[2]))
+        return tf.reshape(self.mlp(flat, training=training)[:, 0], shape)
+
+    def score_pairs(self, image_encodings, text_encodings, training=False):
+        """Scores of aligned pairs: [N, F'] x [N, E] -> [N]."""
+        return self._scores(image_encodings, text_encodings, training)
+
+    def similarity(self, image_encodings, text_encodings):
+        """Every image with every sentence, in blocks of b x b pairs
+        holding at most `max_block_elements` floats of the joint layer."""
+        if self.image_layer == IMAGE_LAYER["st"]:
+            per_pair = self.config.hidden_units[0]
+        else:
+            per_pair = self.lengths[self.image_layer - 1] * self.config.feature_maps[self.image_layer - 1]
+        block = max(1, math.isqrt(self.config.max_block_elements // per_pair))
+        images, n_images = split_blocks(image_encodings, block)  # [I, b, F']
+        texts, n_texts = split_blocks(text_encodings, block)  # [T, b, E]
+
+        def image_block_scores(image_block):
+            return tf.map_fn(
+                lambda text_block: self._scores(image_block[:, None], text_block[None], training=False),
+                texts, parallel_iterations=1,
+            )  # [T, b, b]
+
+        scores = tf.map_fn(image_block_scores, images, parallel_iterations=1)  # [I, T, b, b]
+        scores = tf.reshape(tf.transpose(scores, (0, 2, 1, 3)), (tf.shape(images)[0] * block, -1))
+        return scores[:n_images, :n_texts]
+
+    def pair_loss(self, image_encodings, text_encodings, image_index):
+        """Eq. 10 in both directions, on random non-matching pairs: the k-th
+        positive's negatives are its batch neighbours k+1 .. k+m (a random
+        sample, the batch being one), once as a wrong sentence for the image
+        and once as a wrong image for the sentence; pairs sharing an image
+        are no negatives. Mean over the batch's positive pairs."""
+        shifts = range(1, self.config.negatives_per_pair + 1)
+        images = [image_encodings] * (1 + len(shifts)) + [ops.roll(image_encodings, -s, axis=0) for s in shifts]
+        texts = [text_encodings] + [ops.roll(text_encodings, -s, axis=0) for s in shifts] + [text_encodings] * len(shifts)
+        # Pairs only meet in training: dropout is on.
+        scores = ops.reshape(
+            self.score_pairs(ops.concatenate(images, 0), ops.concatenate(texts, 0), training=True),
+            (1 + 2 * len(shifts), -1),
+        )
+        positive, wrong_sentence, wrong_image = scores[0], scores[1 : 1 + len(shifts)], scores[1 + len(shifts) :]
+        distinct = ops.stack([image_index != ops.roll(image_index, -s, axis=0) for s in shifts])
+        margin = self.config.margin
+        hinges = ops.relu(margin - positive + wrong_sentence) + ops.relu(margin - positive + wrong_image)
+        return ops.sum(ops.where(distinct, hinges, 0.0)) / ops.cast(ops.shape(positive)[0], "float32")
+
+
+
+class MCNNEnsemble(RetrievalModel):
+    """m-CNN_ENS: the sum of the scores of one trained model of each variant
+    (Sec. 4.3, "summing the matching scores generated from these m-CNNs").
+
+    Not trained by gradients: `fit_split` copies the members' best weights from
+    their model directories (`config.members`), which must have been trained
+    with this config's sizes and the same vocabulary. Its encodings are the
+    members' concatenated; its similarity is the sum of theirs.
+    """
+
+    fits_without_gradients = True
+
+    def __init__(self, config, vocabulary, image_dim, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.vectorizer = TextVectorizer(vocabulary.tokens, tokenizer=config.tokenizer)
+        for variant in VARIANTS:
+            member = MCNNModel(dataclasses.replace(config, variant=variant), vocabulary, image_dim, name=variant)
+            setattr(self, f"member_{variant}", member)
+        self.image_sizes, self.text_sizes = zip(*(m.encoding_sizes() for m in self.members()))
+
+    def members(self):
+        return [getattr(self, f"member_{variant}") for variant in VARIANTS]
+
+    def encode_text(self, token_ids, training=False):
+        return ops.concatenate([m.encode_text(token_ids, training=training) for m in self.members()], axis=-1)
+
+    def encode_image(self, image_features, training=False):
+        return ops.concatenate([m.encode_image(image_features, training=training) for m in self.members()], axis=-1)
+
+    def _per_member(self, image_encodings, text_encodings):
+        return zip(
+            self.members(),
+            tf.split(image_encodings, self.image_sizes, axis=-1),
+            tf.split(text_encodings, self.text_sizes, axis=-1),
+        )
+
+    def similarity(self, image_encodings, text_encodings):
+        return tf.add_n([m.similarity(i, t) for m, i, t in self._per_member(image_encodings, text_encodings)])
+
+    def pair_loss(self, image_encodings, text_encodings, image_index):
+        """The members' losses summed (to fine-tune the ensemble jointly; the
+        paper trains the members separately and only sums their scores)."""
+        return tf.add_n([m.pair_loss(i, t, image_index) for m, i, t in self._per_member(image_encodings, text_encodings)])
+
+    def set_word_vectors(self, vectors, seed):
+        return "; ".join(f"{m.name}: {m.set_word_vectors(vectors, seed)}" for m in self.members())
+
+    def fit_split(self, train_split):
+        """Copies each member's best weights from its model directory."""
+        import inference  # Imported here: inference imports the registry.
+
+        for variant, member, directory in zip(VARIANTS, self.members(), member_directories(self.config)):
+            config, trained = inference.restore_model(directory)
+            expected = dataclasses.replace(self.config, variant=variant, members=())
+            if config.model.variant != variant or _architecture(config.model) != _architecture(expected):
+                raise InputError(
+                    f"{directory}/config.json: an m-CNN_{config.model.variant} with "
+                    f"{_architecture(config.model)}; the ensemble's {variant} member needs {_architecture(expected)} "
+                    "(train the members and the ensemble with the same --preset)"
+                )
+            member.set_weights(trained.get_weights())
+        return f"members restored from {', '.join(self.config.members)}"
+
+
+def _architecture(config):
+    """The config fields that shape a trained m-CNN's weights and scores."""
+    fields = ("word_dim", "embed_dim", "feature_maps", "window", "hidden_units", "max_length", "tokenizer")
+    return {name: getattr(config, name) for name in fields}
+
+
+def member_directories(config):
+    if len(config.members) != len(VARIANTS):
+        raise InputError(
+            f"model.members: m-CNN_ENS needs the model directories of its {len(VARIANTS)} members "
+            f"({', '.join(VARIANTS)}, in this order), e.g. --set model.members=runs/mcnn-wd,runs/mcnn-phs,"
+            f"runs/mcnn-phl,runs/mcnn-st; got {list(config.members)}"
+        )
+    return config.members
+
+
+def ensemble_vocabulary(config, train_captions, word_vectors=None):
+    """The members' vocabulary (read from their model directories; they
+    must share it: the ensemble tokenises a sentence once)."""
+    vocabularies = []
+    for directory in member_directories(config):
+        path = f"{directory}/vocab.json"
+        try:
+            vocabularies.append(Vocabulary.load(path))
+        except FileNotFoundError:
+            raise InputError(f"{path}: no vocabulary; is {directory} a model directory written by train.py?") from None
+    if any(v.tokens != vocabularies[0].tokens for v in vocabularies[1:]):
+        raise InputError(
+            f"model.members: {', '.join(config.members)} have different vocabularies; train them on the same data "
+            "with the same tokenizer and vocab_min_count"
+        )
+    return vocabularies[0]
+
+
+def build(config, vocabulary, image_dim):
+    if config.variant == ENSEMBLE:
+        return MCNNEnsemble(config, vocabulary, image_dim)
+    return MCNNModel(config, vocabulary, image_dim)
+
+
+# Sec. 4, and readings where the paper gives no value.
+PAPER_TRAINING = TrainConfig(
+    optimizer="sgd",  # paper: "stochastic gradient descent (SGD)"
+    learning_rate=0.1,  # not given; see the module docstring
+    batch_size=128,  # paper: "minibatches of 100~150"
+    epochs=50,  # not given; early stopping ends training (paper: "early-stopping")
+    early_stopping_patience=5,
+    grad_clip_norm=None,  # none in the paper
+)
+
+# Sized for a 2-core CPU (Sec. 3.3 of ../shared/specs/mcnn.md): the same
+# word, image and sentence sizes, 64 feature maps and 128 hidden units; Adam
+# (lr 1e-3) instead of SGD to learn in 10 epochs (a deliberate deviation);
+# dev validation on its first 200 images (the final test is the full 1K).
+QUICK = {
+    "model.feature_maps": [64, 64, 64],
+    "model.hidden_units": [128],
+    "train.optimizer": "adam",
+    "train.learning_rate": 1e-3,
+    "train.epochs": 10,
+    "train.early_stopping_patience": 0,
+    "train.validate_max_images": 200,
+}
+
+for _variant in (*VARIANTS, ENSEMBLE):
+    _ensemble = {"model.word_vectors": None} if _variant == ENSEMBLE else {}
+    registry.register(
+        registry.ModelSpec(
+            name=f"mcnn-{_variant}",
+            config_class=MCNNConfig,
+            build=build,
+            train=PAPER_TRAINING,
+            vocabulary=ensemble_vocabulary if _variant == ENSEMBLE else registry.default_vocabulary,
+            presets={
+                "paper": {"model.variant": _variant, **_ensemble},
+                "quick": {"model.variant": _variant, **QUICK, **_ensemble},
+            },
+        )
+    )
