@@ -387,13 +387,7 @@ def member_directories(config):
 def ensemble_vocabulary(config, train_captions, word_vectors=None):
     """The members' vocabulary (read from their model directories; they
     must share it: the ensemble tokenises a sentence once)."""
-    vocabularies = []
-    for directory in member_directories(config):
-        path = f"{directory}/vocab.json"
-        try:
-            vocabularies.append(Vocabulary.load(path))
-        except FileNotFoundError:
-            raise InputError(f"{path}: no vocabulary; is {directory} a model directory written by train.py?") from None
+    vocabularies = [Vocabulary.load(f"{directory}/vocab.json") for directory in member_directories(config)]
     if any(v.tokens != vocabularies[0].tokens for v in vocabularies[1:]):
         raise InputError(
             f"model.members: {', '.join(config.members)} have different vocabularies; train them on the same data "

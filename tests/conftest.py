@@ -18,3 +18,37 @@ def trained_w2vv(tmp_path_factory):
     model_dir = tmp_path_factory.mktemp("run") / "w2vv"
     assert train.main(["--model", "w2vv", "--preset", "quick", "--model-dir", str(model_dir), *TINY_W2VV]) == 0
     return model_dir
+
+
+TINY_MCNN = [
+    "--set", "model.feature_maps=[8,8,8]", "--set", "model.hidden_units=[8]", "--set", "train.epochs=1",
+    "--set", "train.max_train_images=100", "--set", "train.batch_size=50", "--set", "train.validate_max_images=50",
+]
+
+
+@pytest.fixture(scope="session")
+def trained_mcnn_members(tmp_path_factory):
+    """The four m-CNNs of the quick preset at tiny sizes: {variant: model dir}."""
+    root = tmp_path_factory.mktemp("mcnn")
+    members = {}
+    for variant in ("wd", "phs", "phl", "st"):
+        members[variant] = root / variant
+        argv = ["--model", f"mcnn-{variant}", "--preset", "quick", "--model-dir", str(members[variant]), *TINY_MCNN]
+        assert train.main(argv) == 0
+    return members
+
+
+@pytest.fixture(scope="session")
+def trained_mcnn_st(trained_mcnn_members):
+    return trained_mcnn_members["st"]
+
+
+@pytest.fixture(scope="session")
+def trained_mcnn_ens(trained_mcnn_members, tmp_path_factory):
+    """m-CNN_ENS assembled by train.py from the four tiny members."""
+    model_dir = tmp_path_factory.mktemp("mcnn") / "ens"
+    members = ",".join(str(trained_mcnn_members[v]) for v in ("wd", "phs", "phl", "st"))
+    argv = ["--model", "mcnn-ens", "--preset", "quick", "--model-dir", str(model_dir), *TINY_MCNN[:4],
+            "--set", f"model.members={members}", "--set", "train.validate_max_images=50"]
+    assert train.main(argv) == 0
+    return model_dir

@@ -1,0 +1,208 @@
+"""m-CNN (Ma et al. 2015): the factorised network against a literal
+transcription of eqs. 3-9, the loss against eq. 10, blocked scoring, the
+ensemble, and the trained models' evaluation and export."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import evaluate
+import inference
+from models import registry
+from models.mcnn import IMAGE_LAYER, VARIANTS
+
+VOCABULARY_SIZE = 40
+IMAGE_DIM = 12
+
+
+def random_model(variant, seed=0, **overrides):
+    """An m-CNN at small sizes with every weight random (biases included)."""
+    spec = registry.get(f"mcnn-{variant}")
+    config = spec.experiment("paper", ["model.word_dim=6", "model.embed_dim=7", "model.feature_maps=[16,20,24]",
+                                       "model.hidden_units=[12]", "model.dropout=0"]).model
+    config = dataclasses.replace(config, **overrides)
+    tokens = ["<pad>", "<unk>", *(f"w{i}" for i in range(VOCABULARY_SIZE - 2))]
+    model = spec.build_model(config, tokens, IMAGE_DIM)
+    rng = np.random.default_rng(seed)
+    for variable in model.trainable_variables:
+        variable.assign(rng.normal(scale=0.5, size=variable.shape).astype(np.float32))
+    return model
+
+
+def token_ids(lengths, seed=0):
+    """int32 [n, max(lengths)], caption i with lengths[i] real words."""
+    rng = np.random.default_rng(seed)
+    ids = np.zeros((len(lengths), max(lengths)), np.int32)
+    for row, length in enumerate(lengths):
+        ids[row, :length] = rng.integers(1, VOCABULARY_SIZE, size=length)
+    return ids
+
+
+def literal_score(model, image_features, ids):
+    """Eqs. 1-9 for one (image, sentence) pair, as the paper writes them:
+    every window concatenated (with the image at the multimodal layer, zero
+    where the window starts on padding), convolved, gated by the literal
+    g(x) = 0 iff x == 0, ReLU, max-pooled over 2; then the MLP."""
+    cfg = model.config
+    relu = lambda x: np.maximum(x, 0)  # noqa: E731
+    ids = list(ids[ids != 0][: cfg.max_length]) + [0] * cfg.max_length
+    ids = np.array(ids[: cfg.max_length])
+    sequence = model.word_embedding.embeddings.numpy()[ids] * (ids != 0)[:, None]  # zero vectors padded
+    image = relu(image_features @ model.image_projection.kernel.numpy() + model.image_projection.bias.numpy())
+    image_layer = IMAGE_LAYER[cfg.variant]
+    for layer in (1, 2, 3):
+        conv = getattr(model, f"conv{layer}")
+        if layer == image_layer:
+            w = np.concatenate([conv.text_kernel.numpy().reshape(-1, conv.filters), conv.image_kernel.numpy()])
+        else:
+            w = conv.kernel.numpy().reshape(-1, conv.filters)
+        outputs = []
+        for i in range(len(sequence) - 2):
+            window = np.concatenate(sequence[i : i + 3])  # eq. 4
+            if layer == image_layer:  # eqs. 5 and 8
+                window = np.concatenate([window, image if np.any(sequence[i] != 0) else np.zeros_like(image)])
+            gate = 0.0 if np.all(window == 0) else 1.0  # eq. 6
+            outputs.append(gate * relu(window @ w + conv.bias.numpy()))  # eq. 3
+        outputs = np.array(outputs)
+        sequence = np.maximum(outputs[0::2][: len(outputs) // 2], outputs[1::2][: len(outputs) // 2])  # eq. 7
+    joint = sequence.reshape(-1)
+    dense = [layer for layer in model.mlp.layers if hasattr(layer, "kernel")]
+    if image_layer == IMAGE_LAYER["st"]:  # eq. 9: [nu_im || nu_st] into the MLP's hidden layer
+        w = np.concatenate([model.joint.image_kernel.numpy(), model.joint.text_kernel.numpy()])
+        joint = relu(np.concatenate([image, joint]) @ w + model.joint.bias.numpy())
+    for layer in dense[:-1]:
+        joint = relu(joint @ layer.kernel.numpy() + layer.bias.numpy())
+    return float(joint @ dense[-1].kernel.numpy()[:, 0])  # eq. 2
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_factorised_network_equals_the_literal_concatenate_then_convolve_equations(variant):
+    model = random_model(variant, seed=VARIANTS.index(variant))
+    ids = token_ids([1, 2, 3, 29, 30, 35])
+    images = np.random.default_rng(1).uniform(0, 1, size=(3, IMAGE_DIM)).astype(np.float32)
+    got = model.similarity(model.encode_image(images), model.encode_text(tf.constant(ids))).numpy()
+    want = np.array([[literal_score(model, image, row) for row in ids] for image in images])
+    scale = np.abs(want).max()
+    assert scale > 0.1
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_padding_and_words_past_the_maximum_length_do_not_change_scores(variant):
+    model = random_model(variant)
+    ids = token_ids([4, 30, 7])
+    images = model.encode_image(np.ones((2, IMAGE_DIM), np.float32))
+    scores = model.similarity(images, model.encode_text(tf.constant(ids)))
+    padded = np.pad(ids, [[0, 0], [0, 20]])
+    padded[1, 30:40] = 5  # words 31-40 of the 30-word caption are cut
+    np.testing.assert_array_equal(model.similarity(images, model.encode_text(tf.constant(padded))), scores)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_blocked_similarity_equals_one_block_and_aligned_pairs_are_its_diagonal(variant):
+    model = random_model(variant)
+    image_encodings = model.encode_image(np.random.default_rng(2).uniform(size=(7, IMAGE_DIM)).astype(np.float32))
+    text_encodings = model.encode_text(tf.constant(token_ids([3, 9, 1, 14, 6, 30, 2, 5, 11, 8, 4])))
+    whole = model.similarity(image_encodings, text_encodings).numpy()
+    assert whole.shape == (7, 11)
+    per_pair = 12 if variant == "st" else {"wd": 14 * 16, "phs": 6 * 20, "phl": 2 * 24}[variant]
+    model.config = dataclasses.replace(model.config, max_block_elements=per_pair * 9)  # blocks of 3 x 3
+    np.testing.assert_allclose(model.similarity(image_encodings, text_encodings), whole, rtol=1e-6, atol=1e-6)
+    aligned = model.score_pairs(image_encodings, text_encodings[:7]).numpy()
+    np.testing.assert_allclose(aligned, np.diag(whole[:, :7]), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("negatives", [1, 2])
+def test_pair_loss_is_eq_10_both_ways_on_the_batch_neighbours(negatives):
+    model = random_model("phs", negatives_per_pair=negatives)
+    images = np.random.default_rng(3).uniform(size=(6, IMAGE_DIM)).astype(np.float32)
+    image_encodings = model.encode_image(images)
+    text_encodings = model.encode_text(tf.constant(token_ids([3, 9, 1, 14, 6, 2])))
+    image_index = np.array([0, 1, 1, 2, 3, 4])  # pairs 1 and 2 share an image
+    sims = model.similarity(image_encodings, text_encodings).numpy()
+    expected = 0.0
+    for k in range(6):
+        for shift in range(1, negatives + 1):
+            m = (k + shift) % 6
+            if image_index[m] == image_index[k]:
+                continue
+            expected += max(0, 0.5 - sims[k, k] + sims[k, m])  # a wrong sentence for image k
+            expected += max(0, 0.5 - sims[k, k] + sims[m, k])  # a wrong image for sentence k
+    loss = model.pair_loss(image_encodings, text_encodings, tf.constant(image_index))
+    np.testing.assert_allclose(float(loss), expected / 6, rtol=1e-5)
+
+
+def test_training_dropout_is_on_the_hidden_layer_of_each_pair():
+    model = random_model("st", dropout=0.5)
+    image_encodings = model.encode_image(np.ones((4, IMAGE_DIM), np.float32))
+    text_encodings = model.encode_text(tf.constant(np.repeat(token_ids([3]), 4, axis=0)))
+    evaluation = model.score_pairs(image_encodings, text_encodings).numpy()
+    training = model.score_pairs(image_encodings, text_encodings, training=True).numpy()
+    # Identical inputs, independent masks per pair; none in evaluation.
+    assert np.ptp(evaluation) < 1e-6 and np.ptp(training) > 1e-3
+
+
+def test_evaluation_scores_every_pair_exactly_once_and_ranks_as_the_whole_matrix(monkeypatch):
+    model = random_model("wd")
+    images = model.encode_image(np.random.default_rng(4).uniform(size=(30, IMAGE_DIM)).astype(np.float32)).numpy()
+    texts = model.encode_text(tf.constant(token_ids(list(np.arange(150) % 31 + 1)))).numpy()
+    caption_image = np.repeat(np.arange(30), 5)
+    scored = []
+
+    def similarity(i, t):
+        scored.append(len(i) * len(t))
+        return model.similarity(i, t).numpy()
+
+    monkeypatch.setattr(evaluate, "IMAGE_BLOCK", 8)
+    monkeypatch.setattr(evaluate, "CAPTION_BLOCK", 37)
+    result = evaluate.evaluate_encodings(similarity, images, texts, caption_image)
+    assert sum(scored) == 30 * 150
+    from metrics import retrieval_metrics
+
+    assert result == retrieval_metrics(model.similarity(images, texts).numpy(), caption_image)
+
+
+def test_ensemble_similarity_is_the_sum_of_its_members():
+    ensemble = random_model("ens")
+    images = np.random.default_rng(5).uniform(size=(3, IMAGE_DIM)).astype(np.float32)
+    ids = tf.constant(token_ids([2, 8, 30, 5]))
+    total = ensemble.similarity(ensemble.encode_image(images), ensemble.encode_text(ids)).numpy()
+    members = [m.similarity(m.encode_image(images), m.encode_text(ids)).numpy() for m in ensemble.members()]
+    assert len(members) == 4
+    np.testing.assert_allclose(total, sum(members), rtol=1e-5, atol=1e-5)
+
+
+def test_ensemble_is_assembled_from_the_members_best_checkpoints(trained_mcnn_members, trained_mcnn_ens):
+    config = json.loads((trained_mcnn_ens / "config.json").read_text())
+    assert config["model"]["variant"] == "ens" and len(config["model"]["members"]) == 4
+    _, ensemble = inference.restore_model(trained_mcnn_ens)
+    features = np.random.default_rng(6).uniform(size=(4, 1280)).astype(np.float32)
+    ids = ensemble.vectorizer(tf.constant(["a dog runs on the grass .", "two people sit at a table"]))
+    total = ensemble.similarity(ensemble.encode_image(features), ensemble.encode_text(ids)).numpy()
+    members = []
+    for variant, member_dir in trained_mcnn_members.items():
+        _, member = inference.restore_model(member_dir)
+        members.append(member.similarity(member.encode_image(features), member.encode_text(ids)).numpy())
+    np.testing.assert_allclose(total, sum(members), rtol=1e-5, atol=1e-5)
+
+
+def test_ensemble_refuses_missing_or_mismatched_members(trained_mcnn_members, tmp_path, capsys):
+    import train
+
+    members = [str(trained_mcnn_members[v]) for v in VARIANTS]
+    cases = [
+        (members[:3], "needs the model directories of its 4 members"),
+        ([members[0], str(tmp_path), *members[2:]], "vocab.json: vocabulary file not found"),
+        ([members[1], *members[1:]], "the ensemble's wd member needs"),
+    ]
+    for i, (given, message) in enumerate(cases):
+        argv = ["--model", "mcnn-ens", "--preset", "quick", "--model-dir", str(tmp_path / f"ens{i}"),
+                "--set", "model.feature_maps=[8,8,8]", "--set", "model.hidden_units=[8]",
+                "--set", f"model.members={','.join(given)}"]
+        assert train.main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "ens2" / "saved_model").exists()
