@@ -4,6 +4,12 @@
     python -m bench --model gru --preset paper --steps 20
     python -m bench --model rcn --model rcn-gru --preset quick
     python -m bench --order-similarity 5000 --dim 1024
+    python -m bench --model mcnn-ens --preset paper --eval-only
+
+`--eval-only` times the 1K-test evaluation of an untrained model built with
+every training word in its vocabulary (the cost of scoring does not depend on
+the weights): for a model assembled from trained ones (m-CNN_ENS) without
+their directories, or to time a size that has not been trained.
 
 `--order-similarity N` instead ranks N random images against 5N captions
 under the order-violation similarity (the 5K x 25K COCO evaluation for
@@ -21,6 +27,7 @@ captions and ranking them under the full protocol.
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -36,10 +43,13 @@ def parse_args(argv):
     parser.add_argument("--warmup", type=int, default=3, help="untimed training steps first")
     parser.add_argument("--eval-split", default="test")
     parser.add_argument("--skip-eval", action="store_true", help="time training only")
+    parser.add_argument("--eval-only", action="store_true", help="time the evaluation of an untrained model only")
     parser.add_argument("--order-similarity", type=int, metavar="N",
                         help="time an N x 5N evaluation with the order-violation similarity instead")
     parser.add_argument("--dim", type=int, default=1024, help="embedding size for --order-similarity")
     args = parser.parse_args(argv)
+    if args.eval_only and args.skip_eval:
+        parser.error("--eval-only and --skip-eval exclude each other")
     args.model = args.model or ["gru"]
     return args
 
@@ -50,7 +60,7 @@ def main(argv=None):
         print(json.dumps(order_similarity_evaluation(args.order_similarity, args.dim), indent=2))
         return 0
     reports = [measure(name, args) for name in args.model]
-    for report in reports[1:]:
+    for report in reports[1:] if not args.eval_only else ():
         report["step_time_vs_first"] = round(report["train_step_ms"] / reports[0]["train_step_ms"], 2)
     print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
     return 0
@@ -95,8 +105,8 @@ def measure(model_name, args):
 
     import evaluate
     import inference
-    import training
-    from data import pipeline, readers
+    from data import readers
+    from data.vocabulary import Vocabulary
     from models import registry
 
     spec = registry.get(model_name)
@@ -104,15 +114,58 @@ def measure(model_name, args):
     train_split = readers.load_split(config.data.path, config.data.train_split, config.data.image_features)
     # Without word vectors: they only change initial values (and the size of
     # a frozen lookup table), not the cost of a step.
-    vocabulary = spec.vocabulary(config.model, train_split.captions, None)
+    if args.eval_only:
+        vocabulary = Vocabulary.build(train_split.captions, tokenizer=config.model.tokenizer)
+    else:
+        vocabulary = spec.vocabulary(config.model, train_split.captions, None)
     keras.utils.set_random_seed(config.train.seed)
-    strategy = tf.distribute.get_strategy()
     image_dim = train_split.images.shape[1]
     model = spec.build_model(config.model, vocabulary, image_dim)
+    report = {
+        "model": model_name,
+        "preset": args.preset,
+        "overrides": args.set,
+        "devices": [d.name for d in tf.config.list_logical_devices()],
+    }
+    if not args.eval_only:
+        report.update(time_training(model, config, train_split, args))
+    if args.skip_eval:
+        return report
+
+    split = readers.load_split(config.data.path, args.eval_split, config.data.image_features)
+    scorer = inference.CheckpointScorer(model, image_dim)
+    scorer.encode_texts(split.captions[:8])  # trace once, outside the timing
+    load_before = round(os.getloadavg()[0], 2)
+    start = time.perf_counter()
+    evaluate.evaluate_encodings(
+        scorer.similarity, scorer.encode_images(split.images), scorer.encode_texts(split.captions), split.caption_image
+    )
+    eval_seconds = time.perf_counter() - start
+
+    return {
+        **report,
+        "cpu_load_before": load_before,
+        "eval_split": args.eval_split,
+        "eval_images": len(split.images),
+        "eval_captions": len(split.captions),
+        "eval_seconds": round(eval_seconds, 2),
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+def time_training(model, config, train_split, args):
+    """Training throughput on real batches through the trainer's own step."""
+    import tensorflow as tf
+
+    import training
+    from data import pipeline
+
     optimizer = training.make_optimizer(config.train)
     optimizer.build(model.trainable_variables)
-    step = training.make_train_step(model, optimizer, strategy, config.train.grad_clip_norm)
-
+    step = training.make_train_step(model, optimizer, tf.distribute.get_strategy(), config.train.grad_clip_norm)
     data = pipeline.tokenize_split(train_split, model.vectorizer)
     batches = pipeline.epoch_order(
         data, config.train.sampling, config.train.batch_size, config.train.seed, 0, config.train.bucket_by_length
@@ -125,35 +178,8 @@ def measure(model_name, args):
     for _ in range(args.steps):
         float(step(next(dataset)))
     train_seconds = time.perf_counter() - start
-    report = {
-        "model": model_name,
-        "preset": args.preset,
-        "overrides": args.set,
+    return {
         "batch_size": config.train.batch_size,
         "train_pairs_per_s": round(args.steps * config.train.batch_size / train_seconds, 1),
         "train_step_ms": round(1000 * train_seconds / args.steps, 1),
-        "devices": [d.name for d in tf.config.list_logical_devices()],
     }
-    if args.skip_eval:
-        return report
-
-    split = readers.load_split(config.data.path, args.eval_split, config.data.image_features)
-    scorer = inference.CheckpointScorer(model, image_dim)
-    scorer.encode_texts(split.captions[:8])  # trace once, outside the timing
-    start = time.perf_counter()
-    evaluate.evaluate_encodings(
-        scorer.similarity, scorer.encode_images(split.images), scorer.encode_texts(split.captions), split.caption_image
-    )
-    eval_seconds = time.perf_counter() - start
-
-    return {
-        **report,
-        "eval_split": args.eval_split,
-        "eval_images": len(split.images),
-        "eval_captions": len(split.captions),
-        "eval_seconds": round(eval_seconds, 2),
-    }
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -23,3 +23,11 @@ def test_bench_times_an_order_similarity_evaluation(capsys):
     assert bench.main(["--order-similarity", "40", "--dim", "16"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert (report["images"], report["captions"]) == (40, 200) and report["peak_rss_mb"] > 0
+
+
+def test_bench_times_the_evaluation_of_an_untrained_ensemble(capsys):
+    argv = ["--model", "mcnn-ens", "--preset", "quick", "--eval-only", "--eval-split", "dev",
+            "--set", "model.feature_maps=[4,4,4]", "--set", "model.hidden_units=[4]"]
+    assert bench.main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["eval_images"] == 1000 and report["eval_seconds"] > 0 and "train_step_ms" not in report
