@@ -36,6 +36,9 @@ class MultimodalConv1D(keras.layers.Layer):
       window: k_rp (3).
       pool: max-pooling size and stride (2).
 
+    `text_part`, `image_part` and `combine` need the weights: call the
+    layer once or `build` it first.
+
     Call args (the literal layer on aligned pairs):
       inputs: float [B, P, C] word or phrase vectors.
       mask: [B, P], 1 at real positions.

@@ -17,6 +17,9 @@ class MultimodalDense(keras.layers.Layer):
     Args:
       units: hidden size (400).
 
+    `text_part`, `image_part` and `combine` need the weights: call the
+    layer once or `build` it first.
+
     Call args (the literal layer on aligned pairs):
       text: float [B, C] sentence vectors nu_st.
       image: float [B, d] image vectors nu_im.
