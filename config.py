@@ -100,6 +100,9 @@ class TrainConfig:
                 raise InputError(f"train.optimizer_epsilon must be positive; got {self.optimizer_epsilon}")
             if self.optimizer == "sgd":
                 raise InputError("train.optimizer_epsilon: SGD has no epsilon")
+        for name in ("max_train_images", "validate_max_images"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise InputError(f"train.{name} must be at least 1 (or null: all images); got {getattr(self, name)}")
         if self.batch_size < 2:
             raise InputError("train.batch_size must be at least 2 (negatives come from the batch)")
 

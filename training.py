@@ -107,10 +107,12 @@ class Trainer:
         self._check_model_dir()
         train_split, dev_split, test_split = self._load_data()
         vectors = None if self.resume else self._word_vectors(train_split)
+        vocabulary = self._vocabulary(train_split, vectors)
         # Only once every input has been read and checked.
         if self.is_chief:
             self.model_dir.mkdir(parents=True, exist_ok=True)
-        vocabulary = self._vocabulary(train_split, vectors)
+            if not self.resume:
+                vocabulary.save(self.model_dir / "vocab.json")
         cfg = self.config
         keras.utils.set_random_seed(cfg.train.seed)
         replicas = self.strategy.num_replicas_in_sync
@@ -228,8 +230,6 @@ class Trainer:
         # some models, the word vectors): test words must not leak into
         # the model.
         vocabulary = self.spec.vocabulary(self.config.model, train_split.captions, vectors)
-        if self.is_chief:
-            vocabulary.save(path)
         log.info("vocabulary: %d tokens from %d training captions", len(vocabulary), len(train_split.captions))
         return vocabulary
 

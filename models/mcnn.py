@@ -137,6 +137,8 @@ class MCNNConfig:
     def __post_init__(self):
         if self.variant not in (*VARIANTS, ENSEMBLE):
             raise ValueError(f"variant must be one of {', '.join((*VARIANTS, ENSEMBLE))}, got {self.variant!r}")
+        if self.members and self.variant != ENSEMBLE:
+            raise ValueError(f"members are the model directories of an ensemble (variant 'ens'), not of {self.variant!r}")
         if self.tokenizer not in TOKENIZERS:
             raise ValueError(f"tokenizer must be one of {sorted(TOKENIZERS)}, got {self.tokenizer!r}")
         if len(self.feature_maps) != 3 or min(self.feature_maps) < 1:

@@ -123,12 +123,16 @@ def test_export_only(trained):
     (["--model", "gru", "--set", "train.epochz=1"], "unknown key"),
     (["--model", "gru", "--data", "/nonexistent"], "/nonexistent"),
     (["--model-dir", "/nonexistent/run", "--resume"], "no config.json"),
+    (["--model", "mcnn-st", "--set", "train.validate_max_images=0"], "validate_max_images must be at least 1"),
+    (["--model", "mcnn-st", "--set", "model.members=a,b,c,d"], "members are the model directories of an ensemble"),
+    (["--model", "mcnn-ens"], "m-CNN_ENS needs the model directories of its 4 members"),
 ])
 def test_bad_arguments_give_one_line_errors(argv, message, capsys, tmp_path):
     argv = argv if "--model-dir" in argv else [*argv, "--model-dir", str(tmp_path / "run")]
     assert train.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "run").exists()  # refused before anything is written
 
 
 def test_sigkill_then_resume_ends_where_an_uninterrupted_run_ends(trained, tmp_path):
