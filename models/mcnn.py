@@ -207,11 +207,15 @@ class MCNNModel(RetrievalModel):
         # created by the first pair scored, after the optimizer is built).
         self.score_pairs(self.encode_image(tf.zeros([1, image_dim])), self.encode_text(tf.ones([1, 1], tf.int32)))
 
+    def _multimodal_shape(self):
+        """(positions, feature maps) of the multimodal convolution's output."""
+        return self.lengths[self.image_layer - 1], self.config.feature_maps[self.image_layer - 1]
+
     def encoding_sizes(self):
         """(image encoding size, text encoding size)."""
         if self.image_layer == IMAGE_LAYER["st"]:
             return self.config.hidden_units[0], self.config.hidden_units[0]
-        positions, filters = self.lengths[self.image_layer - 1], self.config.feature_maps[self.image_layer - 1]
+        positions, filters = self._multimodal_shape()
         return filters, positions * filters + positions
 
     def _conv(self, layer):
@@ -236,16 +240,16 @@ class MCNNModel(RetrievalModel):
             return self.joint.image_part(image)
         return self._conv(self.image_layer).image_part(image)
 
-    def _scores(self, image_encodings, text_encodings, training):
-        """Scores of broadcast pairs: image [..., F'] and text [..., E]
-        encodings whose leading axes broadcast (aligned pairs: [N, .] and
-        [N, .]; all pairs: [n, 1, .] and [1, m, .]) -> [...]."""
+    def score_pairs(self, image_encodings, text_encodings, training=False):
+        """Scores of pairs of encodings whose leading axes broadcast:
+        aligned pairs [N, F'] x [N, E] -> [N]; all pairs [n, 1, F'] x
+        [1, m, E] -> [n, m]."""
         if self.image_layer == IMAGE_LAYER["st"]:
             hidden = self.joint_dropout(self.joint.combine(text_encodings, image_encodings), training=training)
             shape = tf.shape(hidden)[:-1]
             flat = tf.reshape(hidden, (-1, hidden.shape[-1]))
         else:
-            positions, filters = self.lengths[self.image_layer - 1], self.config.feature_maps[self.image_layer - 1]
+            positions, filters = self._multimodal_shape()
             lead = tf.shape(text_encodings)[:-1]
             text = tf.reshape(text_encodings[..., : positions * filters], tf.concat([lead, [positions, filters]], 0))
             gate = text_encodings[..., positions * filters :]
@@ -258,24 +262,20 @@ class MCNNModel(RetrievalModel):
             flat = tf.reshape(x, (-1, x.shape[1] * x.shape[2]))
         return tf.reshape(self.mlp(flat, training=training)[:, 0], shape)
 
-    def score_pairs(self, image_encodings, text_encodings, training=False):
-        """Scores of aligned pairs: [N, F'] x [N, E] -> [N]."""
-        return self._scores(image_encodings, text_encodings, training)
-
     def similarity(self, image_encodings, text_encodings):
         """Every image with every sentence, in blocks of b x b pairs
         holding at most `max_block_elements` floats of the joint layer."""
         if self.image_layer == IMAGE_LAYER["st"]:
             per_pair = self.config.hidden_units[0]
         else:
-            per_pair = self.lengths[self.image_layer - 1] * self.config.feature_maps[self.image_layer - 1]
+            per_pair = math.prod(self._multimodal_shape())
         block = max(1, math.isqrt(self.config.max_block_elements // per_pair))
         images, n_images = split_blocks(image_encodings, block)  # [I, b, F']
         texts, n_texts = split_blocks(text_encodings, block)  # [T, b, E]
 
         def image_block_scores(image_block):
             return tf.map_fn(
-                lambda text_block: self._scores(image_block[:, None], text_block[None], training=False),
+                lambda text_block: self.score_pairs(image_block[:, None], text_block[None]),
                 texts, parallel_iterations=1,
             )  # [T, b, b]
 
