@@ -322,7 +322,7 @@ class MCNNEnsemble(RetrievalModel):
         self.config = config
         self.vectorizer = TextVectorizer(vocabulary.tokens, tokenizer=config.tokenizer)
         for variant in VARIANTS:
-            member = MCNNModel(dataclasses.replace(config, variant=variant), vocabulary, image_dim, name=variant)
+            member = MCNNModel(dataclasses.replace(config, variant=variant, members=()), vocabulary, image_dim, name=variant)
             setattr(self, f"member_{variant}", member)
         self.image_sizes, self.text_sizes = zip(*(m.encoding_sizes() for m in self.members()))
 
