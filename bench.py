@@ -152,9 +152,6 @@ def measure(model_name, args):
     }
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
 
 def time_training(model, config, train_split, args):
     """Training throughput on real batches through the trainer's own step."""
@@ -183,3 +180,7 @@ def time_training(model, config, train_split, args):
         "train_pairs_per_s": round(args.steps * config.train.batch_size / train_seconds, 1),
         "train_step_ms": round(1000 * train_seconds / args.steps, 1),
     }
+
+
+if __name__ == "__main__":
+    sys.exit(main())
