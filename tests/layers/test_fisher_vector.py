@@ -1,0 +1,102 @@
+"""FisherVector against a NumPy transcription of eqs. 4, 5, 10, 11 and
+against the autodiff gradient of the log-likelihood."""
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from layers.fisher_vector import FisherVector
+from models.fisher_vectors.mixtures import Mixture
+from tests.helpers import run_layer_test
+
+K, D = 4, 3
+
+
+def random_mixture(seed=0, laplacian=None):
+    rng = np.random.default_rng(seed)
+    return Mixture(rng.dirichlet(np.ones(K)), rng.normal(size=(K, D)), rng.uniform(0.5, 1.5, size=(K, D)),
+                   rng.integers(0, 2, size=(K, D)).astype(bool) if laplacian is None else np.full((K, D), laplacian))
+
+
+def sentences(lengths, seed=0, width=7):
+    rng = np.random.default_rng(seed)
+    mask = np.arange(width)[None, :] < np.array(lengths)[:, None]
+    return rng.normal(size=(len(lengths), width, D)).astype(np.float32), mask
+
+
+def numpy_fisher_vector(mixture, words):
+    """Eqs. 4, 5, 10, 11 for one sentence [N, D], sums written out."""
+    n = len(words)
+    t = mixture.responsibilities(words)
+    location, scale = np.zeros((K, D)), np.zeros((K, D))
+    for k in range(K):
+        norm = math.sqrt(n * mixture.weights[k])
+        for d in range(D):
+            m, s = mixture.loc[k, d], mixture.scale[k, d]
+            if mixture.laplacian[k, d]:
+                location[k, d] = sum(t[i, k] * (1 if words[i, d] >= m else -1) for i in range(n)) / norm  # (4)
+                scale[k, d] = sum(t[i, k] * (abs(words[i, d] - m) / s - 1) for i in range(n)) / norm  # (5)
+            else:
+                location[k, d] = sum(t[i, k] * (words[i, d] - m) / s for i in range(n)) / norm  # (10)
+                scale[k, d] = sum(t[i, k] * ((words[i, d] - m) ** 2 / s**2 - 1) for i in range(n)) / (math.sqrt(2) * norm)  # (11)
+    return np.concatenate([location.ravel(), scale.ravel()])
+
+
+def layer_with(mixture, **kwargs):
+    layer = FisherVector(K, D, **kwargs)
+    layer.set_mixture(mixture)
+    return layer
+
+
+def test_layer_contract():
+    inputs, mask = sentences([7, 3, 1])
+    run_layer_test(FisherVector, {"num_components": K, "dim": D}, (tf.constant(inputs), tf.constant(mask)),
+                   expected_output_shape=(3, 2 * K * D))
+
+
+@pytest.mark.parametrize("laplacian", [False, True, None])  # GMM, LMM, HGLMM
+def test_eqs_4_5_10_11_then_power_and_l2_normalisation(laplacian):
+    mixture = random_mixture(laplacian=laplacian)
+    inputs, mask = sentences([7, 3, 1])
+    raw = layer_with(mixture, normalize=False)(inputs, mask).numpy()
+    normalised = layer_with(mixture)(inputs, mask).numpy()
+    for row, n in enumerate([7, 3, 1]):
+        expected = numpy_fisher_vector(mixture, inputs[row, :n].astype(np.float64))
+        np.testing.assert_allclose(raw[row], expected, rtol=1e-4, atol=1e-5)
+        powered = np.sign(expected) * np.sqrt(np.abs(expected))
+        np.testing.assert_allclose(normalised[row], powered / np.linalg.norm(powered), rtol=1e-4, atol=1e-5)
+
+
+def test_fisher_vector_is_the_normalised_autodiff_gradient_of_the_log_likelihood():
+    mixture = random_mixture(seed=3)
+    inputs, mask = sentences([6], seed=4)
+    words = tf.constant(inputs[0, :6], tf.float64)
+    loc, scale = tf.Variable(mixture.loc), tf.Variable(mixture.scale)
+    b = tf.constant(mixture.laplacian, tf.float64)
+    with tf.GradientTape() as tape:
+        x = words[:, None, :]
+        log_h = tf.reduce_sum(
+            (1 - b) * (-0.5 * tf.math.log(2 * np.pi * scale**2) - (x - loc) ** 2 / (2 * scale**2))
+            + b * (-tf.math.log(2 * scale) - tf.abs(x - loc) / scale), axis=-1) + np.log(mixture.weights)
+        log_likelihood = tf.reduce_sum(tf.reduce_logsumexp(log_h, axis=1))
+    d_loc, d_scale = (g.numpy() for g in tape.gradient(log_likelihood, [loc, scale]))
+    # Fisher information: N tau / sigma^2 (mu, m and s) and 2 N tau / sigma^2 (sigma).
+    fisher = 6 * mixture.weights[:, None] / mixture.scale**2
+    expected = np.concatenate([
+        (d_loc / np.sqrt(fisher)).ravel(),
+        (d_scale / np.sqrt(np.where(mixture.laplacian, 1.0, 2.0) * fisher)).ravel(),
+    ])
+    got = layer_with(mixture, normalize=False)(inputs[:1, :6], mask[:1, :6]).numpy()[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_padding_does_not_change_it_and_a_sentence_without_words_gives_zeros():
+    layer = layer_with(random_mixture(seed=5))
+    inputs, mask = sentences([5, 0], seed=6)
+    padded_inputs = np.concatenate([inputs, np.random.default_rng(7).normal(size=(2, 4, D)).astype(np.float32)], axis=1)
+    padded_mask = np.concatenate([mask, np.zeros((2, 4), bool)], axis=1)
+    np.testing.assert_allclose(layer(padded_inputs, padded_mask), layer(inputs, mask), rtol=1e-5, atol=1e-6)
+    out = layer(inputs, mask).numpy()
+    assert np.all(out[1] == 0) and np.isclose(np.linalg.norm(out[0]), 1)
