@@ -321,7 +321,7 @@ class _Loop:
         """Fits a model that is not trained by gradients, then validates
         and checkpoints it once."""
         self._log_hparams()
-        log.info("%s", self.model.fit_split(train_split))
+        log.info("%s", self.model.fit_split(train_split, self.dev_split, self.train_writer, self.cfg.train.seed))
         self._validate_and_save()
 
     def _phase_over(self):

@@ -74,9 +74,18 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
     # calls `fit_split` instead of running training steps, and validates once.
     fits_without_gradients = False
 
-    def fit_split(self, train_split):
-        """Fits the model to a `data.readers.RetrievalSplit`; returns a
-        one-line description for the log."""
+    def fit_split(self, train_split, dev_split, writer, seed):
+        """Fits the model.
+
+        Args:
+          train_split, dev_split: `data.readers.RetrievalSplit`s (dev for
+            choosing settings, e.g. a regularisation).
+          writer: a `tf.summary` writer for the fit's own scalars.
+          seed: seeds any random choice.
+
+        Returns:
+          A one-line description for the log.
+        """
         raise NotImplementedError(f"{type(self).__name__} is trained by gradients, not fitted")
 
     def adapt(self, training_image_features):

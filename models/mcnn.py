@@ -353,7 +353,7 @@ class MCNNEnsemble(RetrievalModel):
     def set_word_vectors(self, vectors, seed):
         return "; ".join(f"{m.name}: {m.set_word_vectors(vectors, seed)}" for m in self.members())
 
-    def fit_split(self, train_split):
+    def fit_split(self, train_split, dev_split, writer, seed):
         """Copies each member's best weights from its model directory."""
         import inference  # Imported here: inference imports the registry.
 

@@ -107,4 +107,4 @@ def names():
 
 def _import_models():
     # Importing a model module registers its models.
-    from models import fne_pipelines, mcnn, rcn, vse, w2vv  # noqa: F401
+    from models import fisher_vectors, fne_pipelines, mcnn, rcn, vse, w2vv  # noqa: F401

@@ -1,0 +1,260 @@
+"""Fisher vectors of word vectors + regularised CCA (Klein et al. 2015),
+fitted in closed form.
+
+    caption -> words with a vector -> unit L2 -> ICA (D -> D) -> unit L2
+            -> Mean Vec, or the Fisher vector under a K = 30 GMM, LMM or
+               HGLMM (Secs. 3-4), power + L2 normalised (Sec. 5)
+    (sentence, image) training pairs -> regularised CCA (eta on dev)
+    score   = cos(r * W_x^T (s - mu_x), r * W_y^T (y - mu_y))
+
+Registered rows of Table 1 (`encoding`): `fv-mean` (Mean Vec), `fv-gmm`,
+`fv-lmm`, `fv-hglmm` and `fv-gmm-hglmm` (the two Fisher vectors, each
+normalised, concatenated).
+
+No gradient descent: `fit_split` fits ICA and the mixtures on the word
+vectors (one per vocabulary word, no captions: the paper's "unsupervised
+... on the corpus of word2vec vectors"), encodes the training captions,
+fits the CCA and chooses its ridge on dev rsum. Everything the SavedModel
+needs is in non-trainable weights: raw strings in, the in-graph tokenizer,
+a table of the preprocessed word vectors, the Fisher vector layer and the
+CCA projections.
+
+Readings where the paper is silent, from the authors' released code:
+- ICA: FastICA (deflation, cube nonlinearity) fitted on (a seeded sample of
+  at most `ica_sample` of) the word vectors, applied without centring,
+  keeping the dimension; vectors are unit-normalised before and after.
+- Mixtures: K = 30; the GMM by scikit-learn (means drawn from the data, at
+  most 100 iterations, variances floored at 1e-5); the LMM (at most 10
+  iterations) and HGLMM (10) by `mixtures.fit_mixture`.
+- Words without a vector are dropped (not UNK), and so are punctuation and
+  "'s" (the authors split them off; GloVe has vectors for them, GoogleNews
+  does not). A caption without any known word encodes as zeros.
+- CCA: centred, ridge eta * lambda_max per view, all directions, scaled by
+  the canonical correlations (`cca_weight_power` 1), cosine; eta from
+  `cca_etas` by dev rsum ("selected ... based on the validation data").
+"""
+
+import dataclasses
+import string
+import warnings
+
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+import metrics
+from data.errors import InputError
+from data.tokenizer import TOKENIZERS, tokenize_strings
+from data.vocabulary import Vocabulary
+from layers.canonical_projection import CanonicalProjection
+from layers.cosine_similarity import CosineSimilarity
+from layers.fisher_vector import FisherVector
+from layers.text_vectorizer import TextVectorizer
+from models.base import RetrievalModel
+from models.fisher_vectors import cca, mixtures
+
+# Sentence encodings and the mixtures they need (Table 1's rows).
+ENCODINGS = {"mean": (), "gmm": ("gaussian",), "lmm": ("laplacian",), "hglmm": ("hybrid",),
+             "gmm-hglmm": ("gaussian", "hybrid")}
+DROPPED_TOKENS = ("'s",)
+
+
+@dataclasses.dataclass
+class FVConfig:
+    """Hyperparameters of the Fisher-vector models (Klein et al. 2015).
+
+    Attributes:
+      encoding: "mean", "gmm", "lmm", "hglmm" or "gmm-hglmm" (Table 1).
+      word_vectors: the word vector file (the paper: word2vec GoogleNews
+        300-d, which cannot ship; required).
+      word_dim: its vector size.
+      max_vector_words: the first this many words of the file form the
+        vocabulary (None = all).
+      ica: apply ICA to the word vectors (the paper: in every experiment).
+      ica_sample: ICA and the mixtures are fitted on at most this many
+        vocabulary vectors, a seeded sample (300,000, the authors' code).
+      num_components: K (30).
+      em_iterations: EM iterations of the LMM and HGLMM (10; the GMM runs
+        at most 100 to scikit-learn's convergence test).
+      cca_etas: the ridge values tried on dev.
+      cca_weight_power: scale CCA dimensions by r**power (1; 0 = none).
+      tokenizer: "treebank" (lowercases; punctuation is dropped after).
+      vocab_min_count: unused (the vocabulary is the vector file's).
+    """
+
+    encoding: str = "hglmm"
+    word_vectors: str | None = None
+    word_dim: int = 300
+    max_vector_words: int | None = None
+    ica: bool = True
+    ica_sample: int = 300_000
+    num_components: int = 30
+    em_iterations: int = 10
+    cca_etas: tuple[float, ...] = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
+    cca_weight_power: float = 1.0
+    tokenizer: str = "treebank"
+    vocab_min_count: int = 1
+
+    def __post_init__(self):
+        if self.encoding not in ENCODINGS:
+            raise ValueError(f"encoding must be one of {', '.join(ENCODINGS)}, got {self.encoding!r}")
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"tokenizer must be one of {sorted(TOKENIZERS)}, got {self.tokenizer!r}")
+        if not self.cca_etas or min(self.cca_etas) < 0:
+            raise ValueError(f"cca_etas must be non-negative values, got {list(self.cca_etas)}")
+        if min(self.word_dim, self.num_components, self.em_iterations, self.ica_sample) < 1:
+            raise ValueError("word_dim, num_components, em_iterations and ica_sample must be positive")
+
+
+def fv_vocabulary(config, train_captions, word_vectors=None):
+    """`<pad>`, `<unk>`, then the words of the vector file that the
+    tokenizer can produce, without punctuation and "'s"."""
+    if word_vectors is None:
+        raise InputError("model.word_vectors: the Fisher-vector models need a word vector file "
+                         "(the paper: GoogleNews-vectors-negative300.bin)")
+    words = list(word_vectors.index_to_key[: config.max_vector_words])
+    keep = [
+        word for word, tokens in zip(words, tokenize_strings(words, config.tokenizer))
+        if tokens == [word] and word not in DROPPED_TOKENS and not all(c in string.punctuation for c in word)
+    ]
+    return Vocabulary(["<pad>", "<unk>", *keep])
+
+
+class FisherVectorModel(RetrievalModel):
+    """Sentence encoding + CCA, fitted by `fit_split`."""
+
+    fits_without_gradients = True
+
+    def __init__(self, config, vocabulary, image_dim, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.vectorizer = TextVectorizer(vocabulary.tokens, tokenizer=config.tokenizer)
+        self.word_table = self.add_weight(
+            name="word_table", shape=(len(vocabulary), config.word_dim), trainable=False, initializer="zeros"
+        )
+        policies = ENCODINGS[config.encoding]
+        for i, _ in enumerate(policies):
+            setattr(self, f"fisher_vector_{i}", FisherVector(config.num_components, config.word_dim, name=f"fv{i}"))
+        self.policies = policies
+        sentence_dim = len(policies) * 2 * config.num_components * config.word_dim or config.word_dim
+        canonical_dim = min(sentence_dim, image_dim)
+        self.text_projection = CanonicalProjection(sentence_dim, canonical_dim, config.cca_weight_power, name="text_cca")
+        self.image_projection = CanonicalProjection(image_dim, canonical_dim, config.cca_weight_power, name="image_cca")
+        self.similarity_layer = CosineSimilarity()
+        self._raw_vectors = None
+
+    def sentence_vector(self, token_ids):
+        """Mean Vec (unit) or the (concatenated) Fisher vector(s): [B, S]."""
+        mask = token_ids > 1  # padding, and words without a vector, are dropped
+        words = ops.take(self.word_table, token_ids, axis=0)
+        if not self.policies:
+            mean = ops.sum(words * ops.cast(mask, "float32")[..., None], axis=1)
+            return mean / ops.maximum(ops.norm(mean, axis=-1, keepdims=True), 1e-12)
+        return ops.concatenate(
+            [getattr(self, f"fisher_vector_{i}")(words, mask) for i in range(len(self.policies))], axis=-1
+        )
+
+    def encode_text(self, token_ids, training=False):
+        return self.text_projection(self.sentence_vector(token_ids))
+
+    def encode_image(self, image_features, training=False):
+        return self.image_projection(ops.cast(image_features, "float32"))
+
+    def similarity(self, image_encodings, text_encodings):
+        return self.similarity_layer(image_encodings, text_encodings)
+
+    def pair_loss(self, image_encodings, text_encodings, image_index):
+        raise TypeError("Fisher-vector models are fitted in closed form (fit_split), not by gradients")
+
+    def set_word_vectors(self, vectors, seed):
+        from data import word_vectors  # gensim is slow to import; only here.
+
+        matrix, found = word_vectors.lookup_vectors(vectors, self.vectorizer.vocabulary, self.config.word_dim)
+        self._raw_vectors = (matrix.astype(np.float64), found)
+        return f"{int(found.sum())} of {len(found)} vocabulary words have a vector"
+
+    def fit_split(self, train_split, dev_split, writer, seed=0):
+        """ICA and mixtures on the word vectors, CCA on the training pairs,
+        its ridge by dev rsum; returns a line for the log."""
+        if self._raw_vectors is None:
+            raise InputError("model.word_vectors: no word vectors were set before fitting")
+        matrix, found = self._raw_vectors
+        vectors = _unit(matrix[found])
+        rng = np.random.default_rng(seed)
+        sample = vectors[rng.permutation(len(vectors))[: self.config.ica_sample]]
+        notes = []
+        if self.config.ica:
+            from sklearn.decomposition import FastICA
+
+            ica = FastICA(algorithm="deflation", fun="cube", whiten="unit-variance", random_state=seed, max_iter=1000)
+            ica.fit(sample)
+            vectors, sample = _unit(vectors @ ica.components_.T), _unit(sample @ ica.components_.T)
+        table = np.zeros_like(matrix)
+        table[found] = vectors
+        self.word_table.assign(table.astype(np.float32))
+        for i, policy in enumerate(self.policies):
+            mixture = _fit_mixture(sample, self.config, policy, seed, writer, f"em/{policy}_log_likelihood_per_word")
+            getattr(self, f"fisher_vector_{i}").set_mixture(mixture)
+            if policy == "hybrid":
+                notes.append(f"HGLMM: {100 * mixture.laplacian.mean():.1f}% of (k, d) Laplacian")
+        encode = tf.function(lambda texts: self.sentence_vector(self.vectorizer(texts)), reduce_retracing=True)
+        sentences = _encode(encode, train_split.captions)
+        empty = int(np.sum(~sentences.any(axis=1)))
+        solver = cca.RegularisedCCA(sentences, train_split.images[train_split.caption_image])
+        dev_sentences = _encode(encode, dev_split.captions)
+        best = None
+        for step, eta in enumerate(self.config.cca_etas):
+            projection = solver.solve(eta)
+            power = self.config.cca_weight_power
+            text = _unit(projection.project_x(dev_sentences, power))
+            image = _unit(projection.project_y(dev_split.images, power))
+            rsum = metrics.retrieval_metrics(image @ text.T, dev_split.caption_image)["rsum"]
+            with writer.as_default(step=step):
+                tf.summary.scalar("cca/eta", eta)
+                tf.summary.scalar("cca/dev_rsum", rsum)
+            if best is None or rsum > best[0]:
+                best = (rsum, projection)
+        rsum, projection = best
+        self.text_projection.set_projection(projection.mean_x, projection.w_x, projection.correlations)
+        self.image_projection.set_projection(projection.mean_y, projection.w_y, projection.correlations)
+        notes.append(f"CCA eta {projection.eta:g} (dev rsum {rsum:.1f}); {empty} training captions without a known word")
+        return "; ".join(notes)
+
+
+def _fit_mixture(sample, config, policy, seed, writer, tag):
+    """The mixture of one policy, its log-likelihood per word logged per
+    iteration."""
+    def log(iteration, mixture, log_likelihood):
+        with writer.as_default(step=iteration):
+            tf.summary.scalar(tag, log_likelihood / len(sample))
+
+    if policy != "gaussian":
+        return mixtures.fit_mixture(sample, config.num_components, policy, config.em_iterations,
+                                    tolerance=0.01 if policy == "laplacian" else None, seed=seed, callback=log)
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.mixture import GaussianMixture
+
+    gmm = GaussianMixture(config.num_components, covariance_type="diag", init_params="random_from_data",
+                          reg_covar=mixtures.MIN_VARIANCE, max_iter=1, warm_start=True, random_state=seed)
+    previous = -np.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for iteration in range(100):  # one EM iteration per call (warm start), to log each
+            gmm.fit(sample)
+            log_likelihood = float(np.sum(gmm.score_samples(sample)))
+            log(iteration, None, log_likelihood)
+            if abs(log_likelihood - previous) < 1e-3 * len(sample):  # scikit-learn's tol, per sample
+                break
+            previous = log_likelihood
+    return mixtures.Mixture(gmm.weights_, gmm.means_, np.sqrt(gmm.covariances_),
+                            np.zeros_like(gmm.means_, dtype=bool))
+
+
+def _encode(function, captions, batch_size=256):
+    return np.concatenate([
+        function(tf.constant(captions[a : a + batch_size])).numpy() for a in range(0, len(captions), batch_size)
+    ]).astype(np.float64)
+
+
+def _unit(x):
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
