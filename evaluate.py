@@ -63,13 +63,36 @@ def rank_all(similarity, image_encodings, text_encodings, caption_image):
     return np.concatenate(i2t), np.concatenate(t2i), np.concatenate(i2t_ap)
 
 
-def evaluate_encodings(similarity, image_encodings, text_encodings, caption_image, protocol="full"):
-    """The metric dictionary of encoded images and captions under a protocol."""
-    caption_image = np.asarray(caption_image)
-    if protocol == "full":
-        return metrics.metrics_from_ranks(
-            *rank_all(similarity, image_encodings, text_encodings, caption_image)
+def sentence_similarity_mean_rank(similarity, text_encodings, caption_image):
+    """Mean rank of the sentence-similarity task (Klein et al. 2015): each
+    caption against all others under the model's own similarity, blocks of
+    query captions at a time."""
+    ranks = [
+        metrics.sentence_similarity_ranks(
+            similarity(text_encodings[a : a + CAPTION_BLOCK], text_encodings), caption_image,
+            np.arange(a, min(a + CAPTION_BLOCK, len(text_encodings))),
         )
+        for a in range(0, len(text_encodings), CAPTION_BLOCK)
+    ]
+    return float(np.mean(np.concatenate(ranks)))
+
+
+def evaluate_encodings(similarity, image_encodings, text_encodings, caption_image, protocol="full",
+                       sentence_similarity=True):
+    """The metric dictionary of encoded images and captions under a protocol.
+
+    With `sentence_similarity`, and when images and captions are encoded in
+    one space (the same encoding size: every model but the pairwise m-CNN),
+    also `t2t_meanr`, the mean rank of the sentence-similarity task under
+    the model's own similarity.
+    """
+    caption_image = np.asarray(caption_image)
+    same_space = np.shape(image_encodings)[1:] == np.shape(text_encodings)[1:]
+    if protocol == "full":
+        result = metrics.metrics_from_ranks(*rank_all(similarity, image_encodings, text_encodings, caption_image))
+        if sentence_similarity and same_space:
+            result["t2t_meanr"] = sentence_similarity_mean_rank(similarity, text_encodings, caption_image)
+        return result
     if protocol != "5fold1k":
         raise InputError(f"--protocol {protocol!r}: choose one of {', '.join(PROTOCOLS)}")
     n_images = len(image_encodings)
@@ -80,13 +103,11 @@ def evaluate_encodings(similarity, image_encodings, text_encodings, caption_imag
     results = []
     for start in range(0, n_images, FOLD_IMAGES):
         in_fold = (caption_image >= start) & (caption_image < start + FOLD_IMAGES)
-        ranks = rank_all(
-            similarity,
-            image_encodings[start : start + FOLD_IMAGES],
-            text_encodings[in_fold],
-            caption_image[in_fold] - start,
-        )
+        fold_texts, fold_captions = text_encodings[in_fold], caption_image[in_fold] - start
+        ranks = rank_all(similarity, image_encodings[start : start + FOLD_IMAGES], fold_texts, fold_captions)
         results.append(metrics.metrics_from_ranks(*ranks))
+        if sentence_similarity and same_space:
+            results[-1]["t2t_meanr"] = sentence_similarity_mean_rank(similarity, fold_texts, fold_captions)
     return metrics.average_metrics(results)
 
 
@@ -99,7 +120,8 @@ def format_table(result):
             f"{result[f'{direction}_{name}']:8.1f}" for name in ("r1", "r5", "r10", "medr", "meanr")
         )
         rows.append(f"{label:6}{values}")
-    rows.append(f"rsum {result['rsum']:.1f}   i2t mAP {result['i2t_map']:.3f}   i2t MIR {result['i2t_mir']:.3f}")
+    rows.append(f"rsum {result['rsum']:.1f}   i2t mAP {result['i2t_map']:.3f}   i2t MIR {result['i2t_mir']:.3f}"
+                + (f"   sentence similarity mean rank {result['t2t_meanr']:.1f}" if "t2t_meanr" in result else ""))
     return "\n".join(rows)
 
 

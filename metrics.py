@@ -148,6 +148,34 @@ def retrieval_metrics(sims, caption_image):
     )
 
 
+def sentence_similarity_ranks(text_sims, caption_image, text_index=None):
+    """Klein et al. 2015's third task, sentence similarity: a caption
+    retrieves the other captions of its image among all other captions.
+
+    Args:
+      text_sims: float [n_rows, n_captions], rows are query captions.
+      caption_image: int [n_captions].
+      text_index: int [n_rows], which caption each row is (default
+        `arange(n_rows)`), so a block of queries can be ranked at a time.
+
+    Returns:
+      int64 [n_rows], the 1-based rank of the best-ranked other caption of
+      the query's image, the query itself left out of the ranking.
+    """
+    text_sims = np.array(text_sims, dtype=np.float64)
+    caption_image = np.asarray(caption_image)
+    if text_index is None:
+        text_index = np.arange(text_sims.shape[0])
+    rows = np.arange(len(text_index))
+    text_sims[rows, text_index] = -np.inf  # the query is not a candidate
+    is_true = caption_image[None, :] == caption_image[text_index][:, None]
+    is_true[rows, text_index] = False
+    if not is_true.any(axis=1).all():
+        raise ValueError("a caption is the only one of its image")
+    positions = np.where(is_true, _positions(text_sims), text_sims.shape[1])
+    return 1 + positions.min(axis=1).astype(np.int64)
+
+
 def average_metrics(results):
     """Mean of several metric dictionaries (COCO's 5-fold 1K protocol)."""
     return {name: float(np.mean([r[name] for r in results])) for name in results[0]}

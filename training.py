@@ -366,6 +366,7 @@ class _Loop:
             self.scorer.encode_images(split.images),
             self.scorer.encode_texts(split.captions),
             split.caption_image,
+            sentence_similarity=False,  # the test reports it; validation needs only the selection metric
         )
 
     def _validate_and_save(self):

@@ -22,6 +22,8 @@ def test_full_protocol_in_blocks_equals_the_whole_matrix(monkeypatch):
     monkeypatch.setattr(evaluate, "IMAGE_BLOCK", 64)
     monkeypatch.setattr(evaluate, "CAPTION_BLOCK", 333)
     result = evaluate.evaluate_encodings(dot, images, texts, caption_image)
+    sentence_ranks = metrics.sentence_similarity_ranks(dot(texts, texts), caption_image)
+    assert result.pop("t2t_meanr") == pytest.approx(sentence_ranks.mean())
     assert result == metrics.retrieval_metrics(dot(images, texts), caption_image)
 
 

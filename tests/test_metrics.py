@@ -138,3 +138,20 @@ def test_mean_inverted_rank_and_map_in_the_metric_dictionary():
     assert result["i2t_mir"] == pytest.approx((0.5 + 1 + 1) / 3)
     assert result["i2t_map"] == pytest.approx(result["i2t_mir"])
     assert "i2t_map" in metrics.SELECTION_METRICS and "i2t_medr" not in metrics.SELECTION_METRICS
+
+
+def test_sentence_similarity_ranks_leave_the_query_out():
+    # Captions 0-2 describe image 0, 3-4 image 1.
+    caption_image = np.array([0, 0, 0, 1, 1])
+    sims = np.array([
+        [9.0, 1.0, 2.0, 5.0, 0.0],  # best co-caption (2) after caption 3: rank 2 (itself left out)
+        [0.0, 9.0, 8.0, 0.0, 0.0],  # caption 2 first: rank 1
+        [3.0, 4.0, 9.0, 7.0, 6.0],  # 1 after 3 and 4: rank 3
+        [0.0, 0.0, 0.0, 9.0, 1.0],  # caption 4 first: rank 1
+        [5.0, 5.0, 5.0, 4.0, 9.0],  # 3 after 0, 1, 2: rank 4
+    ])
+    np.testing.assert_array_equal(metrics.sentence_similarity_ranks(sims, caption_image), [2, 1, 3, 1, 4])
+    np.testing.assert_array_equal(
+        metrics.sentence_similarity_ranks(sims[3:], caption_image, text_index=np.array([3, 4])), [1, 4])
+    with pytest.raises(ValueError, match="only one"):
+        metrics.sentence_similarity_ranks(np.ones((2, 2)), np.array([0, 1]))
