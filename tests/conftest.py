@@ -52,3 +52,16 @@ def trained_mcnn_ens(trained_mcnn_members, tmp_path_factory):
             "--set", f"model.members={members}", "--set", "train.validate_max_images=50"]
     assert train.main(argv) == 0
     return model_dir
+
+
+@pytest.fixture(scope="session")
+def trained_fv(tmp_path_factory):
+    """An HGLMM Fisher-vector model of the quick preset (GloVe-50, ICA),
+    with 8 components and 3 EM iterations, its CCA fitted on 300 training
+    images."""
+    model_dir = tmp_path_factory.mktemp("run") / "fv"
+    argv = ["--model", "fv-hglmm", "--preset", "quick", "--model-dir", str(model_dir),
+            "--set", "model.num_components=8", "--set", "model.em_iterations=3",
+            "--set", "model.cca_etas=[0.001,0.01]", "--set", "train.max_train_images=300"]
+    assert train.main(argv) == 0
+    return model_dir

@@ -59,7 +59,7 @@ def test_tensorboard_logs_hold_loss_learning_rate_metrics_and_hparams(trained):
     assert {"loss", "learning_rate", "rsum", "i2t_r1", "t2i_meanr", "_hparams_/session_start_info"} <= tags
 
 
-@pytest.mark.parametrize("run", ["trained", "trained_rcn", "trained_w2vv", "trained_mcnn_st", "trained_mcnn_ens"])
+@pytest.mark.parametrize("run", ["trained", "trained_rcn", "trained_w2vv", "trained_mcnn_st", "trained_mcnn_ens", "trained_fv"])
 def test_evaluate_reproduces_training_numbers_from_checkpoint_and_export(run, request, tmp_path):
     import evaluate
 
@@ -73,7 +73,7 @@ def test_evaluate_reproduces_training_numbers_from_checkpoint_and_export(run, re
             assert got[name] == pytest.approx(value, abs=1e-6), (source, name)
 
 
-@pytest.mark.parametrize("run", ["trained", "trained_rcn", "trained_w2vv", "trained_mcnn_st", "trained_mcnn_ens"])
+@pytest.mark.parametrize("run", ["trained", "trained_rcn", "trained_w2vv", "trained_mcnn_st", "trained_mcnn_ens", "trained_fv"])
 def test_saved_model_matches_keras_model_in_a_fresh_process(run, request, tmp_path):
     import inference
 
