@@ -31,3 +31,9 @@ def test_bench_times_the_evaluation_of_an_untrained_ensemble(capsys):
     assert bench.main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["eval_images"] == 1000 and report["eval_seconds"] > 0 and "train_step_ms" not in report
+
+
+def test_bench_times_a_saved_models_caption_encoding(trained_fv, capsys):
+    assert bench.main(["--encode", str(trained_fv / "saved_model")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["captions"] == 5000 and report["captions_per_s"] > 0
