@@ -12,7 +12,9 @@ rsum by default):
                      step in epoch (the data order is a function of seed and
                      epoch, so this is the data position), best score
   best/              the weights with the best dev score so far
-  logs/              TensorBoard: train/ (loss, learning rate), dev/
+  logs/              TensorBoard: train/ (loss, learning rate, the gradient
+                     norm before clipping: mean and max between log steps,
+                     and the model's own diagnostics/...), dev/
                      (every metric), hparams
   results.json       dev and test metrics of the best checkpoint
   saved_model/       the export (see export.py)
@@ -33,6 +35,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+import diagnostics
 import evaluate
 import inference
 from config import write_json_atomically
@@ -281,6 +284,9 @@ class _Loop:
     def train(self, train_data):
         tc = self.cfg.train
         self._log_hparams()
+        # Gradient norms and the model's diagnostics, summarised between log
+        # steps (see `diagnostics`).
+        window = diagnostics.WindowSummary()
         while not self.stop:
             if self._phase_over():
                 if int(self.state.phase) == self.model.num_phases - 1:
@@ -294,18 +300,28 @@ class _Loop:
             skip = int(self.state.step_in_epoch)
             dataset = self._distribute(train_data, batches[skip:])
             for batch in dataset:
-                loss = float(self.train_step(batch))
+                result = self.train_step(batch)
+                loss = float(result["loss"])
                 if not np.isfinite(loss):
                     raise FloatingPointError(f"training loss became {loss} at step {int(self.state.global_step)}")
+                reductions = self.train_step.diagnostic_reductions
+                window.add({"grad_norm": (float(result["grad_norm"]), "mean"),
+                            "grad_norm_max": (float(result["grad_norm"]), "max"),
+                            **{f"diagnostics/{name}": (float(value), reductions[name])
+                               for name, value in result["diagnostics"].items()}})
                 self.state.step_in_epoch.assign_add(1)
                 self.state.global_step.assign_add(1)
                 step = int(self.state.global_step)
                 if step % tc.log_every == 0:
+                    summary = window.flush()
                     with self.train_writer.as_default(step=step):
                         tf.summary.scalar("loss", loss)
                         tf.summary.scalar("learning_rate", float(self.optimizer.learning_rate))
                         tf.summary.scalar("phase", int(self.state.phase))
-                    log.info("epoch %d step %d loss %.4f", epoch, step, loss)
+                        for name, value in summary.items():
+                            tf.summary.scalar(name, value)
+                    log.info("epoch %d step %d loss %.4f grad norm %.3g (max %.3g since the last line)", epoch,
+                             step, loss, summary["grad_norm"], summary["grad_norm_max"])
                 # The epoch counter moves before the end-of-epoch checkpoint,
                 # so a resumed run starts the next epoch.
                 epoch_done = int(self.state.step_in_epoch) == len(batches)
@@ -436,47 +452,64 @@ class _Loop:
         return strategy.distribute_datasets_from_function(dataset_fn)
 
 def make_train_step(model, optimizer, strategy, clip_norm=None):
-    """A tf.function running one distributed training step; returns the loss.
+    """A tf.function running one distributed training step.
 
-    Its argument is a distributed batch (see `_Loop._distribute`).
+    Its argument is a distributed batch (see `_Loop._distribute`). It
+    returns a dict of scalars: "loss", "grad_norm" (the global norm of the
+    gradient before clipping) and "diagnostics", {name: value} of what the
+    model's layers published with `diagnostics.record` (averaged over the
+    replicas). The function's `diagnostic_reductions` attribute maps those
+    names to their reductions once it has been traced.
     """
+    reductions = {}
 
     def replica_step(batch):
         context = tf.distribute.get_replica_context()
         replicas = strategy.num_replicas_in_sync
         variables = model.trainable_variables
-        with tf.GradientTape() as tape:
+        with tf.GradientTape() as tape, diagnostics.recording() as recorded:
             image_encodings = model.encode_image(batch["image_features"], training=True)
             text_encodings = model.encode_text(batch["token_ids"], training=True)
             # Every replica computes the loss of the global batch, so
             # hardest negatives are searched over all of it and 1 and N
             # replicas train the same model; the gather's gradient sends
             # each replica the gradient of its own rows.
+            image_encodings = _gather_replicas(context, image_encodings)
             loss = model.pair_loss(
-                _gather_replicas(context, image_encodings),
+                image_encodings,
                 _gather_replicas(context, text_encodings),
                 tf.cast(_gather_replicas(context, tf.cast(batch["image_index"], tf.float32)), tf.int64),
             )
             # Losses that layers add on this replica's batch (e.g. the RCN's
-            # mask regulariser, Francis et al. eq. 15); averaged over replicas.
-            loss += sum(model.losses)
+            # mask regulariser, Francis et al. eq. 15), in the units of the
+            # model's loss; averaged over replicas.
+            if model.losses:
+                loss += model.layer_loss_scale(tf.shape(image_encodings)[0]) * tf.add_n(model.losses)
             scaled = loss / replicas
         # Dense gradients (the word embedding's are IndexedSlices) can be
         # all-reduced, clipped and rescaled uniformly.
         gradients = [tf.convert_to_tensor(g) for g in tape.gradient(scaled, variables)]
         gradients = context.all_reduce(tf.distribute.ReduceOp.SUM, gradients)
+        grad_norm = tf.linalg.global_norm(gradients)
         if clip_norm:
-            gradients, _ = tf.clip_by_global_norm(gradients, clip_norm)
+            gradients, _ = tf.clip_by_global_norm(gradients, clip_norm, use_norm=grad_norm)
         # The optimizer sums the replicas' gradients once more: hand it
         # each replica's share of the already reduced gradient.
         optimizer.apply_gradients(zip([g / replicas for g in gradients], variables))
-        return scaled
+        reductions.update({name: reduction for name, (_, reduction) in recorded.items()})
+        return scaled, grad_norm, {name: tf.cast(value, tf.float32) for name, (value, _) in recorded.items()}
 
     @tf.function(reduce_retracing=True)
     def train_step(batch):
-        losses = strategy.run(replica_step, args=(batch,))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+        losses, grad_norms, recorded = strategy.run(replica_step, args=(batch,))
+        mean = tf.distribute.ReduceOp.MEAN
+        return {
+            "loss": strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None),
+            "grad_norm": strategy.reduce(mean, grad_norms, axis=None),
+            "diagnostics": {name: strategy.reduce(mean, value, axis=None) for name, value in recorded.items()},
+        }
 
+    train_step.diagnostic_reductions = reductions
     return train_step
 
 

@@ -78,6 +78,25 @@ class _HingeLoss(abc.ABC):
     def aggregate(self, violations, axis):
         """Reduces the violations of each pair over its negatives."""
 
+    @abc.abstractmethod
+    def terms_per_pair(self, batch):
+        """How many hinges of one direction a pair contributes (float)."""
+
+    def scale(self, batch):
+        """How many times larger this loss is than the batch mean of the
+        hardest negative's hinges (VSE++'s max of hinges averaged over the
+        batch, Francis et al. eq. 13) when all negatives violate equally:
+        the hinges per pair (B - 1 for the sum, 1 for the max), times B
+        for the sum over the batch. A term weighted against the paper's
+        loss (e.g. lambda of Francis et al. eq. 15) is multiplied by it so
+        that its weight means the same under every loss.
+
+        Args:
+          batch: B, the number of pairs (int or int scalar tensor).
+        """
+        batch = ops.cast(batch, "float32")
+        return self.terms_per_pair(batch) * (batch if self.reduction == "sum" else 1.0)
+
     def get_config(self):
         return {"margin": self.margin, "reduction": self.reduction}
 
@@ -93,6 +112,9 @@ class SumOfHinges(_HingeLoss):
     def aggregate(self, violations, axis):
         return ops.sum(violations, axis=axis)
 
+    def terms_per_pair(self, batch):
+        return batch - 1.0
+
 
 @keras.saving.register_keras_serializable(package="retrieval_zoo")
 class MaxOfHinges(_HingeLoss):
@@ -100,3 +122,6 @@ class MaxOfHinges(_HingeLoss):
 
     def aggregate(self, violations, axis):
         return ops.max(violations, axis=axis)
+
+    def terms_per_pair(self, batch):
+        return 1.0

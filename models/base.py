@@ -48,7 +48,7 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
         Called on the *global* batch (gathered across replicas), so hardest
         negatives are searched over all of it. Terms of a single encoding
         (regularisers) are added by layers with `add_loss` instead; the
-        trainer adds `model.losses`.
+        trainer adds `layer_loss_scale(B) * sum(model.losses)`.
 
         Args:
           image_encodings, text_encodings: encodings of B matching pairs.
@@ -61,6 +61,12 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
             self.encode_image(inputs["image_features"], training=training),
             self.encode_text(inputs["token_ids"], training=training),
         )
+
+    def layer_loss_scale(self, batch_size):
+        """The factor of the layers' losses (`model.losses`) in the training
+        loss of a batch of `batch_size` pairs: 1 unless a model states its
+        regularisers' weights against a loss other than its `pair_loss`."""
+        return 1.0
 
     num_phases = 1
 

@@ -29,9 +29,22 @@ Readings of the paper taken here (it is silent or ambiguous):
 - The mask GRUs of the last pass would only produce masks nobody reads, so
   the last pass runs the embedding GRUs only (with 0 recursions there are
   no mask GRUs at all).
-- The regulariser (eq. 14) is computed on the routed masks m_i^(T) that are
-  applied in the last pass (the masks that shape the kept embedding), per
-  sentence, and averaged over the batch.
+- The regulariser (eq. 14) is computed per sentence and averaged over the
+  batch, by default on the routed masks m_i^(T) that are applied in the
+  last pass (the masks that shape the kept embedding); eq. 14's m_i has no
+  superscript and "we do not want a capsule to output only zero-masks"
+  fits each capsule's own output m~_i^(T) as well
+  (`model.regularized_masks=own`).
+- lambda is stated against the paper's loss (the hardest negative's hinges,
+  averaged over the batch). Under another loss it is scaled like the loss:
+  times B - 1 with the sum of hinges (B - 1 negatives per pair instead of
+  one), times B with a sum over the batch (`_HingeLoss.scale`), so that
+  lambda = 0.05 weighs the same against the ranking loss in every preset.
+- Routing (eqs. 9-10) uses signed dot products, as written. The paper's
+  prose describes non-negative agreements ("masks composed of positive
+  numbers", a disagreeing capsule's "participation remains marginal");
+  `model.routing=nonnegative` clips agreements at 0, a labelled deviation
+  (see `CapsuleRouting`).
 - GRUs are the paper's eqs. 1-4 (reset gate before the recurrent product),
   with Keras' GRU initialisation; the paper gives no initialisation.
 - Training length and schedule are not given: 15 epochs at a constant
@@ -53,6 +66,9 @@ from layers.capsule_routing import CapsuleRouting
 from models import registry
 from models.vse import VSEConfig, VSEModel
 
+ROUTINGS = ("literal", "nonnegative")
+REGULARIZED_MASKS = ("routed", "own")
+
 
 @dataclasses.dataclass
 class RCNConfig(VSEConfig):
@@ -69,6 +85,14 @@ class RCNConfig(VSEConfig):
         one recursion (masks to regularise).
       routing_epsilon: smallest magnitude of a routing denominator (see
         `CapsuleRouting`).
+      routing: "literal" (eqs. 9-10 as written, signed agreements) or
+        "nonnegative" (agreements clipped at 0, the reading of the paper's
+        prose; a deviation, see `CapsuleRouting`).
+      regularized_masks: what eq. 14 is computed on: "routed", the masks
+        m_i^(T) of eq. 7 applied in the last pass, or "own", each capsule's
+        own mask output m~_i^(T) of eq. 6 in the same pass (the paper's
+        m_i, "we do not want a capsule to output only zero-masks", fits
+        both).
     """
 
     hinge: str = "max"
@@ -81,9 +105,17 @@ class RCNConfig(VSEConfig):
     recursions: int = 4
     regularization: float = 0.05
     routing_epsilon: float = 1e-4
+    routing: str = "literal"
+    regularized_masks: str = "routed"
 
     def __post_init__(self):
         super().__post_init__()
+        if self.routing not in ROUTINGS:
+            raise ValueError(f"routing must be one of {', '.join(ROUTINGS)}, got {self.routing!r}")
+        if self.regularized_masks not in REGULARIZED_MASKS:
+            raise ValueError(
+                f"regularized_masks must be one of {', '.join(REGULARIZED_MASKS)}, got {self.regularized_masks!r}"
+            )
         if self.num_capsules < 1 or self.recursions < 0:
             raise ValueError(
                 f"need num_capsules >= 1 and recursions >= 0, got {self.num_capsules} and {self.recursions}"
@@ -128,6 +160,9 @@ class RecurrentCapsuleEncoder(keras.layers.Layer):
       recursions: T, the passes after the first.
       regularization: lambda of eq. 15; 0 adds no loss.
       routing_epsilon: see `CapsuleRouting`.
+      routing: "literal" or "nonnegative" (see `CapsuleRouting`).
+      regularized_masks: "routed" (m^(T)) or "own" (m~^(T)), see
+        `RCNConfig`.
 
     Call args:
       words: float [B, L, V] word vectors x.
@@ -135,18 +170,37 @@ class RecurrentCapsuleEncoder(keras.layers.Layer):
 
     Returns:
       float [B, units], the sentence embedding v^(T+1).
+
+    In training, the routing of each pass t = 1 .. T publishes its
+    diagnostics as "rcn/pass_t/..." (see `CapsuleRouting`).
     """
 
-    def __init__(self, units, num_capsules=4, recursions=4, regularization=0.05, routing_epsilon=1e-4, **kwargs):
+    def __init__(
+        self,
+        units,
+        num_capsules=4,
+        recursions=4,
+        regularization=0.05,
+        routing_epsilon=1e-4,
+        routing="literal",
+        regularized_masks="routed",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
+        if routing not in ROUTINGS:
+            raise ValueError(f"routing must be one of {ROUTINGS}, got {routing!r}")
+        if regularized_masks not in REGULARIZED_MASKS:
+            raise ValueError(f"regularized_masks must be one of {REGULARIZED_MASKS}, got {regularized_masks!r}")
         self.units = units
         self.num_capsules = num_capsules
         self.recursions = recursions
         self.regularization = regularization
         self.routing_epsilon = routing_epsilon
+        self.routing_variant = routing
+        self.regularized_masks = regularized_masks
         self.supports_masking = True
         self.embedding_grus = CapsuleGRU(units, num_capsules, "tanh", name="embedding_grus")
-        self.routing = CapsuleRouting(routing_epsilon, name="routing")
+        self.routing = CapsuleRouting(routing_epsilon, nonnegative=routing == "nonnegative", name="routing")
         self.mask_regularization = (
             CapsuleMaskRegularization(regularization, name="mask_regularization") if regularization else None
         )
@@ -157,7 +211,7 @@ class RecurrentCapsuleEncoder(keras.layers.Layer):
         if self.recursions:
             self.mask_grus = CapsuleGRU(words_shape[-1], self.num_capsules, "sigmoid", name="mask_grus")
 
-    def call(self, words, mask=None):
+    def call(self, words, mask=None, training=None):
         masks = None  # m^(0) = 1: the first pass reads x itself.
         for t in range(self.recursions + 1):
             inputs = words if masks is None else masks[:, :, None, :] * words[:, None, :, :]  # m_i o x
@@ -167,8 +221,13 @@ class RecurrentCapsuleEncoder(keras.layers.Layer):
             # Two independent scans (all embedding GRUs, all mask GRUs), not
             # one for both: TensorFlow runs them in parallel, and a fused scan
             # measured 1.3x slower on a 2-core CPU.
-            _, masks = self.routing(embeddings, self.mask_grus(inputs, mask=mask))  # eqs. 6, 7, 9
-            if self.mask_regularization is not None and t == self.recursions - 1:
+            candidates = self.mask_grus(inputs, mask=mask)  # eq. 6
+            regularize = self.mask_regularization is not None and t == self.recursions - 1
+            if regularize and self.regularized_masks == "own":
+                candidates = self.mask_regularization(candidates)  # eq. 14 on m~^(T)
+            record_as = f"rcn/pass_{t + 1}" if training else None
+            _, masks = self.routing(embeddings, candidates, record_as=record_as)  # eqs. 7, 9
+            if regularize and self.regularized_masks == "routed":
                 masks = self.mask_regularization(masks)  # eq. 14 on m^(T)
 
     def compute_mask(self, words, mask=None):
@@ -185,6 +244,8 @@ class RecurrentCapsuleEncoder(keras.layers.Layer):
             "recursions": self.recursions,
             "regularization": self.regularization,
             "routing_epsilon": self.routing_epsilon,
+            "routing": self.routing_variant,
+            "regularized_masks": self.regularized_masks,
         }
 
 
@@ -198,6 +259,8 @@ class RCNModel(VSEModel):
             recursions=config.recursions,
             regularization=config.regularization,
             routing_epsilon=config.routing_epsilon,
+            routing=config.routing,
+            regularized_masks=config.regularized_masks,
         )
 
 
@@ -212,24 +275,30 @@ PAPER_TRAINING = TrainConfig(
     sampling="all_captions",
 )
 
-# Sized for a 2-core CPU (about 15 minutes for `rcn`, 2 for `rcn-gru`):
-# smaller GRUs and words (the RCN at the paper's sizes trains at 8 pairs/s
+# Sized for a 2-core CPU (about 12 minutes for `rcn`, 1 for `rcn-gru`):
+# smaller GRUs and words (the RCN at the paper's sizes trains at 3 pairs/s
 # there), batches of 128 (a step costs the same at 16 and 32: the
 # recurrences' per-step overhead dominates), and the sum of hinges, which
 # learns in few epochs where the hardest negative barely starts (`rcn-gru`
 # here: dev rsum 42 after three epochs with the hardest negative, 108 after
-# two with the sum; VSE++ Sec. 3.3 saw the same). Note that the sum of
-# hinges is about B times larger than the hardest-negative loss, so the
-# regulariser weighs relatively less than in the paper.
-QUICK_PRESETS = {
-    "quick": {
-        "model.hinge": "sum",
-        "model.embed_dim": 256,
-        "model.word_dim": 100,
-        "train.batch_size": 128,
-        "train.epochs": 3,
-    },
+# two with the sum; VSE++ Sec. 3.3 saw the same); lambda is scaled with it
+# (`VSEModel.layer_loss_scale`). Gradients are clipped at a global norm of 2:
+# the paper mentions no clipping, but it adopts the loss of VSE++ [20],
+# whose protocol clips at 2, and the literal routing produces gradient
+# spikes 100-500x above normal that, unclipped, inflate Adam's second moment
+# for the rest of a short run (see the README). Batches group captions of
+# similar length (the paper draws random batches): 1.35x faster for the
+# RCN. "compare" runs the same for 6 epochs, the README's comparison.
+QUICK = {
+    "model.hinge": "sum",
+    "model.embed_dim": 256,
+    "model.word_dim": 100,
+    "train.batch_size": 128,
+    "train.epochs": 3,
+    "train.grad_clip_norm": 2.0,
+    "train.bucket_by_length": True,
 }
+PRESETS = {"quick": QUICK, "compare": {**QUICK, "train.epochs": 6}}
 
 for _name, _config_class in (("rcn", RCNConfig), ("rcn-0", RCN0Config), ("rcn-gru", RCNGRUConfig)):
     registry.register(
@@ -238,6 +307,6 @@ for _name, _config_class in (("rcn", RCNConfig), ("rcn-0", RCN0Config), ("rcn-gr
             config_class=_config_class,
             build=RCNModel,
             train=PAPER_TRAINING,
-            presets=QUICK_PRESETS,
+            presets=PRESETS,
         )
     )

@@ -166,6 +166,13 @@ class VSEModel(RetrievalModel):
     def pair_loss(self, image_encodings, text_encodings, image_index):
         return self.hinge(self.similarity(image_encodings, text_encodings), image_index)
 
+    def layer_loss_scale(self, batch_size):
+        # Regulariser weights are stated against the hardest-negative loss
+        # averaged over the batch (the RCN's lambda, Francis et al. eq. 15):
+        # under the sum of hinges or a sum over the batch they are scaled
+        # like the loss (`_HingeLoss.scale`).
+        return self.hinge.scale(batch_size)
+
 
 registry.register(
     registry.ModelSpec(

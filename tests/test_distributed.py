@@ -48,7 +48,7 @@ def train(strategy):
     batches = pipeline.epoch_order(data, "all_captions", 8, seed=0, epoch=0)
     per_replica = batches.reshape(len(batches), replicas, -1).reshape(-1, 8 // replicas)
     dataset = strategy.distribute_datasets_from_function(lambda ctx: pipeline.training_dataset(data, per_replica))
-    losses = [float(step(batch)) for batch in dataset]
+    losses = [float(step(batch)["loss"]) for batch in dataset]
     return losses, [v.numpy().tolist() for v in model.trainable_variables]
 
 one = train(tf.distribute.OneDeviceStrategy("/cpu:0"))

@@ -132,6 +132,6 @@ def test_training_on_real_data_stays_finite():
     step = training.make_train_step(model, optimizer, tf.distribute.get_strategy(), config.train.grad_clip_norm)
     data = pipeline.tokenize_split(split, model.vectorizer)
     batches = pipeline.epoch_order(data, "all_captions", 32, seed=0, epoch=0)[:40]
-    losses = [float(step(b)) for b in pipeline.training_dataset(data, batches)]
+    losses = [float(step(b)["loss"]) for b in pipeline.training_dataset(data, batches)]
     assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
     assert all(np.all(np.isfinite(v.numpy())) for v in model.trainable_variables)
