@@ -31,7 +31,7 @@ def trained(tmp_path_factory):
 def trained_rcn(tmp_path_factory):
     model_dir = tmp_path_factory.mktemp("run") / "rcn"
     argv = ["--model", "rcn", "--preset", "quick", "--model-dir", str(model_dir), *TINY,
-            "--set", "train.max_train_images=64", "--set", "train.epochs=1"]
+            "--set", "train.max_train_images=64", "--set", "train.epochs=1", "--set", "train.log_every=3"]
     assert train.main(argv) == 0
     return model_dir
 
@@ -57,6 +57,38 @@ def test_tensorboard_logs_hold_loss_learning_rate_metrics_and_hparams(trained):
         accumulator.Reload()
         tags |= set(accumulator.Tags()["tensors"])
     assert {"loss", "learning_rate", "rsum", "i2t_r1", "t2i_meanr", "_hparams_/session_start_info"} <= tags
+
+
+ROUTING_DIAGNOSTICS = ("eq9_min_abs_denominator", "eq9_min_relative_denominator", "alpha_min", "alpha_max",
+                      "mask_min", "mask_max")
+
+
+@pytest.mark.parametrize("run", ["trained", "trained_rcn"])
+def test_gradient_norms_and_model_diagnostics_are_in_tensorboard(run, request):
+    import tensorflow as tf
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    model_dir = request.getfixturevalue(run)
+    accumulator = EventAccumulator(str(model_dir / "logs" / "train"), size_guidance={"tensors": 0})
+    accumulator.Reload()
+    values = {tag: [float(tf.make_ndarray(e.tensor_proto)) for e in accumulator.Tensors(tag)]
+              for tag in accumulator.Tags()["tensors"]}
+    steps = len(values["loss"])
+    assert steps >= 2
+    assert len(values["grad_norm"]) == len(values["grad_norm_max"]) == steps
+    assert all(0 < mean <= peak for mean, peak in zip(values["grad_norm"], values["grad_norm_max"]))
+    published = {tag for tag in values if tag.startswith("diagnostics/")}
+    if run == "trained":
+        assert published == set()
+        return
+    # rcn: 4 recursions, the routing of passes 1-4.
+    assert published == {f"diagnostics/rcn/pass_{t}/{name}" for t in range(1, 5) for name in ROUTING_DIAGNOSTICS}
+    for t in range(1, 5):
+        prefix = f"diagnostics/rcn/pass_{t}/"
+        assert all(len(values[prefix + name]) == steps for name in ROUTING_DIAGNOSTICS)
+        assert all(a <= b for a, b in zip(values[prefix + "alpha_min"], values[prefix + "alpha_max"]))
+        assert all(a <= b for a, b in zip(values[prefix + "mask_min"], values[prefix + "mask_max"]))
+        assert all(d > 0 for d in values[prefix + "eq9_min_abs_denominator"])
 
 
 @pytest.mark.parametrize("run", ["trained", "trained_rcn", "trained_w2vv", "trained_mcnn_st", "trained_mcnn_ens", "trained_fv"])
@@ -243,3 +275,24 @@ def test_a_resumed_model_with_dropout_ends_as_an_uninterrupted_run(tmp_path, mon
     whole = json.loads((tmp_path / "whole" / "results.json").read_text())
     resumed = json.loads((tmp_path / "resumed" / "results.json").read_text())
     assert resumed["dev"] == whole["dev"] and resumed["test"] == whole["test"]
+
+
+def test_plot_training_draws_the_runs_scalars_from_their_event_files(trained, trained_rcn, tmp_path, capsys):
+    import plot_training
+
+    out = tmp_path / "runs.png"
+    tag = "diagnostics/rcn/pass_1/eq9_min_relative_denominator"
+    argv = [str(trained), str(trained_rcn), "--panel", "grad_norm_max", "--panel", tag, "--panel", "dev:rsum",
+            "--out", str(out)]
+    assert plot_training.main(argv) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    series = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    # The GRU run publishes no routing diagnostics: left out of that panel.
+    assert [(s["run"], s["panel"]) for s in series] == [
+        (str(trained), "grad_norm_max"), (str(trained_rcn), "grad_norm_max"), (str(trained_rcn), tag),
+        (str(trained), "dev:rsum"), (str(trained_rcn), "dev:rsum")]
+    for s in series:
+        kind, name = ("dev", "rsum") if s["panel"] == "dev:rsum" else ("train", s["panel"])
+        assert (s["steps"], s["values"]) == plot_training.read_scalars(s["run"], kind)[name]
+    assert plot_training.main([str(trained), "--panel", tag, "--out", str(tmp_path / "x.png")]) == 2
+    assert "no run has the tag" in capsys.readouterr().err and not (tmp_path / "x.png").exists()

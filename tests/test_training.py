@@ -1,15 +1,18 @@
-"""The trainer's phases (a curriculum such as Vilalta et al.'s PH)."""
+"""The trainer's training step and phases (a curriculum such as Vilalta et al.'s PH)."""
 
 import json
 
+import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import train
 import training
 from metrics import METRIC_NAMES
 from data.errors import InputError
 from layers.hinge_losses import MaxOfHinges, SumOfHinges
+from tests.models.test_registered_models import batch, tiny_model
 from tests.test_train import TINY
 
 # Dev rsums the patched validation reports, in order (then 9 forever):
@@ -140,3 +143,21 @@ def test_poe_on_full_network_embeddings_end_to_end(tmp_path):
     loaded = tf.saved_model.load(str(model_dir / "saved_model"))
     test_features = readers.load_precomp(data, "test", "stages").images[:4].astype(np.float32)
     assert loaded.encode_image(test_features).shape == (4, 32)  # TINY embed_dim
+
+
+def test_train_step_reports_the_gradient_norm_before_clipping():
+    model = tiny_model("gru")
+    images, token_ids = batch(size=6)
+    image_index = tf.range(6, dtype=tf.int64)
+    with tf.GradientTape() as tape:
+        loss = model.pair_loss(model.encode_image(images), model.encode_text(token_ids), image_index)
+    norm = tf.linalg.global_norm([tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_variables)])
+    before = [v.numpy() for v in model.trainable_variables]
+    step = training.make_train_step(model, keras.optimizers.SGD(1.0), tf.distribute.get_strategy(), clip_norm=1e-3)
+    result = step({"image_features": images, "token_ids": token_ids, "image_index": image_index})
+    assert float(norm) > 1e-2
+    np.testing.assert_allclose(result["grad_norm"], norm, rtol=1e-5)
+    assert result["diagnostics"] == {}
+    # The update itself was clipped: SGD at rate 1 moved the weights by 1e-3.
+    moved = np.sqrt(sum(np.sum((v.numpy() - b) ** 2) for v, b in zip(model.trainable_variables, before)))
+    np.testing.assert_allclose(moved, 1e-3, rtol=1e-3)

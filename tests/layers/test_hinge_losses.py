@@ -57,3 +57,18 @@ def test_config_round_trip():
     assert isinstance(clone, MaxOfHinges) and clone.get_config() == loss.get_config()
     with pytest.raises(ValueError):
         SumOfHinges(reduction="median")
+
+
+@pytest.mark.parametrize("cls, reduction, expected", [
+    (MaxOfHinges, "mean", 1.0), (MaxOfHinges, "sum", 8.0), (SumOfHinges, "mean", 7.0), (SumOfHinges, "sum", 56.0),
+])
+def test_scale_against_the_batch_mean_of_hardest_negatives(cls, reduction, expected):
+    """With every negative violating by the same amount, a loss is `scale`
+    times the max of hinges averaged over the batch."""
+    batch = 8
+    sims = np.full((batch, batch), 0.5, np.float32)
+    np.fill_diagonal(sims, 0.4)  # every hinge is 0.2 - 0.4 + 0.5 = 0.3
+    reference = MaxOfHinges(reduction="mean")(sims)
+    loss = cls(reduction=reduction)(sims)
+    assert float(cls(reduction=reduction).scale(batch)) == expected
+    np.testing.assert_allclose(loss, expected * reference, rtol=1e-6)

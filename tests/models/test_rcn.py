@@ -60,14 +60,19 @@ def test_one_capsule_and_no_recursion_is_a_plain_gru():
     np.testing.assert_allclose(output, keras_gru(x, mask=MASK), rtol=1e-5, atol=1e-6)
 
 
-def test_encoder_against_a_numpy_transcription_of_the_recursion():
+@pytest.mark.parametrize("routing, regularized_masks", [
+    ("literal", "routed"), ("literal", "own"), ("nonnegative", "routed"), ("nonnegative", "own")])
+def test_encoder_against_a_numpy_transcription_of_the_recursion(routing, regularized_masks):
     """Eqs. 5-10 for T + 1 passes from all-ones masks, and eq. 14 on the
-    masks of the last pass, recomputed from the encoder's weights."""
+    last pass's routed masks m^(T) or the capsules' own masks m~^(T),
+    recomputed from the encoder's weights."""
     capsules, recursions, weight = 3, 2, 0.05
-    encoder = RecurrentCapsuleEncoder(4, num_capsules=capsules, recursions=recursions, regularization=weight)
+    encoder = RecurrentCapsuleEncoder(4, num_capsules=capsules, recursions=recursions, regularization=weight,
+                                      routing=routing, regularized_masks=regularized_masks)
     x = words()
     output = encoder(x, mask=MASK).numpy()
     sigmoid = lambda a: 1 / (1 + np.exp(-a))  # noqa: E731
+    nonnegative = routing == "nonnegative"
 
     def gru(layer, n, sequence, valid, act):
         return numpy_gru(layer.kernel[n].numpy(), layer.recurrent_kernel[n].numpy(), layer.bias[n, 0].numpy(),
@@ -83,9 +88,11 @@ def test_encoder_against_a_numpy_transcription_of_the_recursion():
                 break
             candidates = np.array([gru(encoder.mask_grus, i, masks[i] * sentence, valid, sigmoid)
                                    for i in range(capsules)])
-            _, masks = numpy_routing(v, candidates)
-        penalties.append(numpy_eq_14(masks))
-        embedding, _ = numpy_routing(v, np.zeros_like(v))
+            _, masks = numpy_routing(v, candidates, nonnegative)
+        penalties.append(numpy_eq_14(masks if regularized_masks == "routed" else candidates))
+        if nonnegative:
+            assert np.all((masks > 0) & (masks < 1))
+        embedding, _ = numpy_routing(v, np.zeros_like(v), nonnegative)
         np.testing.assert_allclose(output[b], embedding, rtol=1e-4, atol=1e-5)
     [loss] = encoder.losses
     np.testing.assert_allclose(loss, weight * np.mean(penalties), rtol=1e-4)
@@ -118,12 +125,12 @@ def test_gradients_reach_every_capsule_of_both_grus(name):
         assert np.all(np.isfinite(per_capsule)) and np.all(per_capsule > 0), variable.path
 
 
-def test_training_on_real_data_stays_finite():
-    """A high learning rate on real captions and features, with the
-    regulariser on: losses and weights must stay finite."""
-    spec = registry.get("rcn")
+def train_on_dev(name, overrides, steps, batch_size=32):
+    """`steps` training steps of a small registered model on the real dev
+    captions and features; returns the model and every step's result."""
+    spec = registry.get(name)
     config = spec.experiment("paper", ["model.word_dim=16", "model.embed_dim=32", "train.learning_rate=0.01",
-                                       "train.batch_size=32"])
+                                       f"train.batch_size={batch_size}", *overrides])
     split = readers.load_precomp(EMBEDDED_DATA, "dev", "ims")
     vocabulary = ["<pad>", "<unk>", *sorted({w for c in split.captions[:500] for w in c.lower().split()})]
     keras.utils.set_random_seed(0)
@@ -131,7 +138,57 @@ def test_training_on_real_data_stays_finite():
     optimizer = training.make_optimizer(config.train)
     step = training.make_train_step(model, optimizer, tf.distribute.get_strategy(), config.train.grad_clip_norm)
     data = pipeline.tokenize_split(split, model.vectorizer)
-    batches = pipeline.epoch_order(data, "all_captions", 32, seed=0, epoch=0)[:40]
-    losses = [float(step(b)["loss"]) for b in pipeline.training_dataset(data, batches)]
+    batches = pipeline.epoch_order(data, "all_captions", batch_size, seed=0, epoch=0)[:steps]
+    results = [step(b) for b in pipeline.training_dataset(data, batches)]
+    return model, [{"loss": float(r["loss"]), "grad_norm": float(r["grad_norm"]),
+                    **{k: float(v) for k, v in r["diagnostics"].items()}} for r in results]
+
+
+def test_training_on_real_data_stays_finite():
+    """A high learning rate on real captions and features, with the
+    regulariser on: losses and weights must stay finite."""
+    model, results = train_on_dev("rcn", [], 40)
+    losses = [r["loss"] for r in results]
     assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
     assert all(np.all(np.isfinite(v.numpy())) for v in model.trainable_variables)
+
+
+def mask_range(results):
+    return (min(v for r in results for k, v in r.items() if k.endswith("/mask_min")),
+            max(v for r in results for k, v in r.items() if k.endswith("/mask_max")))
+
+
+def test_nonnegative_routing_keeps_masks_in_0_1_on_real_data():
+    """200 steps at 50x the paper's learning rate, the sum of hinges and
+    clipping as in the quick preset: the non-negative variant's routed masks
+    never leave (0, 1) (read from the diagnostics of every step), and its
+    eq. 9 denominators never fall below ||v_i||^2; the literal routing's
+    masks leave (0, 1) at once on the same batches."""
+    overrides = ["model.hinge=sum", "train.grad_clip_norm=2"]
+    _, results = train_on_dev("rcn-0", [*overrides, "model.routing=nonnegative"], 200, batch_size=25)
+    assert len(results) == 200 and results[-1]["loss"] < results[0]["loss"] / 2
+    assert len([k for k in results[0] if k.endswith("/mask_min")]) == 4  # passes 1-4
+    low, high = mask_range(results)
+    assert 0 < low and high < 1
+    assert min(v for r in results for k, v in r.items() if k.endswith("relative_denominator")) >= 1 - 1e-5
+    _, literal = train_on_dev("rcn-0", [*overrides, "model.routing=literal"], 20, batch_size=25)
+    low, high = mask_range(literal)
+    assert low < 0 or high > 1
+
+
+@pytest.mark.parametrize("hinge, reduction, scale", [("max", "mean", 1), ("sum", "mean", 7), ("sum", "sum", 56)])
+def test_lambda_is_scaled_with_the_ranking_loss(hinge, reduction, scale):
+    """The training loss is pair_loss + scale * lambda * mean_b V, with scale
+    1 for the paper's loss (eq. 15), B - 1 for the sum of hinges, times B
+    for a sum over the batch (B = 8 here)."""
+    model = tiny("rcn", f"model.hinge={hinge}", f"model.loss_reduction={reduction}")
+    images, token_ids = batch(size=8)
+    image_index = tf.range(8, dtype=tf.int64)
+    image_encodings, text_encodings = model.encode_image(images), model.encode_text(token_ids)
+    [regularizer] = model.losses
+    expected = model.pair_loss(image_encodings, text_encodings, image_index) + scale * regularizer
+    optimizer = keras.optimizers.SGD(0.0)
+    step = training.make_train_step(model, optimizer, tf.distribute.get_strategy())
+    loss = step({"image_features": images, "token_ids": token_ids, "image_index": image_index})["loss"]
+    np.testing.assert_allclose(loss, expected, rtol=1e-5)
+    assert float(model.layer_loss_scale(8)) == scale
