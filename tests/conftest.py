@@ -5,6 +5,32 @@ import pytest
 import train
 
 # A few minutes of CPU at most for any of these runs.
+TINY = [
+    "--set", "model.word_dim=16", "--set", "model.embed_dim=32",
+    "--set", "train.epochs=2", "--set", "train.batch_size=32",
+    "--set", "train.max_train_images=160", "--set", "train.validate_every=7",
+    "--set", "train.learning_rate=0.002",
+]
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory):
+    """A tiny `gru` run of the quick preset (160 training images, 2 epochs)."""
+    model_dir = tmp_path_factory.mktemp("run") / "gru"
+    assert train.main(["--model", "gru", "--preset", "quick", "--model-dir", str(model_dir), *TINY]) == 0
+    return model_dir
+
+
+@pytest.fixture(scope="session")
+def trained_rcn(tmp_path_factory):
+    """A tiny `rcn` run of the quick preset, logging every 3 steps."""
+    model_dir = tmp_path_factory.mktemp("run") / "rcn"
+    argv = ["--model", "rcn", "--preset", "quick", "--model-dir", str(model_dir), *TINY,
+            "--set", "train.max_train_images=64", "--set", "train.epochs=1", "--set", "train.log_every=3"]
+    assert train.main(argv) == 0
+    return model_dir
+
+
 TINY_W2VV = [
     "--set", "model.gru_units=16", "--set", "model.hidden_units=[64]",
     "--set", "train.epochs=1", "--set", "train.max_train_images=160", "--set", "train.batch_size=40",

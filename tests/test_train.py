@@ -10,30 +10,9 @@ import numpy as np
 import pytest
 
 import train
+from tests.conftest import TINY
 from tests.helpers import REPO
 
-TINY = [
-    "--set", "model.word_dim=16", "--set", "model.embed_dim=32",
-    "--set", "train.epochs=2", "--set", "train.batch_size=32",
-    "--set", "train.max_train_images=160", "--set", "train.validate_every=7",
-    "--set", "train.learning_rate=0.002",
-]
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    model_dir = tmp_path_factory.mktemp("run") / "gru"
-    assert train.main(["--model", "gru", "--preset", "quick", "--model-dir", str(model_dir), *TINY]) == 0
-    return model_dir
-
-
-@pytest.fixture(scope="module")
-def trained_rcn(tmp_path_factory):
-    model_dir = tmp_path_factory.mktemp("run") / "rcn"
-    argv = ["--model", "rcn", "--preset", "quick", "--model-dir", str(model_dir), *TINY,
-            "--set", "train.max_train_images=64", "--set", "train.epochs=1", "--set", "train.log_every=3"]
-    assert train.main(argv) == 0
-    return model_dir
 
 
 def test_training_writes_config_vocab_checkpoints_logs_results_and_export(trained):

@@ -13,7 +13,7 @@ from metrics import METRIC_NAMES
 from data.errors import InputError
 from layers.hinge_losses import MaxOfHinges, SumOfHinges
 from tests.models.test_registered_models import batch, tiny_model
-from tests.test_train import TINY
+from tests.conftest import TINY
 
 # Dev rsums the patched validation reports, in order (then 9 forever):
 # phase 0 improves twice, then fails once (phase_patience=1), so phase 1
