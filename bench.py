@@ -228,7 +228,8 @@ def measure(model_name, args):
     load_before = round(os.getloadavg()[0], 2)
     start = time.perf_counter()
     evaluate.evaluate_encodings(
-        scorer.similarity, scorer.encode_images(split.images), scorer.encode_texts(split.captions), split.caption_image
+        scorer.similarity, scorer.encode_images(split.images), scorer.encode_texts(split.captions), split.caption_image,
+        sentence_similarity=scorer.joint_space,
     )
     eval_seconds = time.perf_counter() - start
 

@@ -81,16 +81,15 @@ def evaluate_encodings(similarity, image_encodings, text_encodings, caption_imag
                        sentence_similarity=True):
     """The metric dictionary of encoded images and captions under a protocol.
 
-    With `sentence_similarity`, and when images and captions are encoded in
-    one space (the same encoding size: every model but the pairwise m-CNN),
-    also `t2t_meanr`, the mean rank of the sentence-similarity task under
-    the model's own similarity.
+    With `sentence_similarity` (for a model whose images and captions share
+    one space, `RetrievalModel.joint_space`: every model but the pairwise
+    m-CNN), also `t2t_meanr`, the mean rank of the sentence-similarity task
+    under the model's own similarity.
     """
     caption_image = np.asarray(caption_image)
-    same_space = np.shape(image_encodings)[1:] == np.shape(text_encodings)[1:]
     if protocol == "full":
         result = metrics.metrics_from_ranks(*rank_all(similarity, image_encodings, text_encodings, caption_image))
-        if sentence_similarity and same_space:
+        if sentence_similarity:
             result["t2t_meanr"] = sentence_similarity_mean_rank(similarity, text_encodings, caption_image)
         return result
     if protocol != "5fold1k":
@@ -106,7 +105,7 @@ def evaluate_encodings(similarity, image_encodings, text_encodings, caption_imag
         fold_texts, fold_captions = text_encodings[in_fold], caption_image[in_fold] - start
         ranks = rank_all(similarity, image_encodings[start : start + FOLD_IMAGES], fold_texts, fold_captions)
         results.append(metrics.metrics_from_ranks(*ranks))
-        if sentence_similarity and same_space:
+        if sentence_similarity:
             results[-1]["t2t_meanr"] = sentence_similarity_mean_rank(similarity, fold_texts, fold_captions)
     return metrics.average_metrics(results)
 

@@ -38,6 +38,9 @@ class ServingModule(tf.Module):
         # GRU with dropout holds a seed-generator variable that the object
         # graph does not reach, and an untracked capture fails the export.
         self.model_variables = list(model.variables)
+        # Whether encodings of one side can be compared with each other
+        # (`RetrievalModel.joint_space`).
+        self.joint_space = tf.Variable(model.joint_space, trainable=False, name="joint_space")
         image_encoding = model.encode_image(tf.zeros([1, image_dim]))
         text_encoding = model.encode_text(tf.ones([1, 1], tf.int32))
         self.encode_text = tf.function(self._encode_text, input_signature=[text_spec])

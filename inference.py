@@ -30,6 +30,7 @@ class CheckpointScorer:
         self.data_path = data_path
         self.image_features = image_features
         self.test_split = test_split
+        self.joint_space = model.joint_space
         self._encode_text = tf.function(
             lambda text: model.encode_text(model.vectorizer(text)), reduce_retracing=True
         )
@@ -60,6 +61,7 @@ class SavedModelScorer:
         except (OSError, ValueError) as error:
             raise InputError(f"{path}: not a readable SavedModel ({str(error).splitlines()[0]})") from None
         self.image_dim = self.loaded.encode_image.input_signature[0].shape[1]
+        self.joint_space = bool(self.loaded.joint_space.numpy())
         self.data_path = None
         self.image_features = "ims"
         self.test_split = "test"
@@ -150,7 +152,8 @@ def score_split(scorer, split, protocol="full", batch_size=256):
     except tf.errors.InvalidArgumentError as error:
         raise InputError(f"{split.captions_file}: {first_line(error)}") from None
     return evaluate.evaluate_encodings(
-        scorer.similarity, image_encodings, text_encodings, split.caption_image, protocol
+        scorer.similarity, image_encodings, text_encodings, split.caption_image, protocol,
+        sentence_similarity=scorer.joint_space,
     )
 
 

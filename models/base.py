@@ -68,6 +68,11 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
         regularisers' weights against a loss other than its `pair_loss`."""
         return 1.0
 
+    # Whether images and captions are encoded into one space, so that two
+    # captions (or two images) can be compared with `similarity` too; False
+    # for a pairwise model, whose encodings are halves of a joint network.
+    joint_space = True
+
     num_phases = 1
 
     def start_phase(self, phase):

@@ -172,8 +172,11 @@ class MCNNModel(RetrievalModel):
     Encodings: `encode_text` gives, for wd/phs/phl, the multimodal layer's
     pooled text term and its gate flattened to [B, P * F + P]; for st, the
     text term of the MLP's hidden layer, [B, H]. `encode_image` gives the
-    image term of the same layer, [B, F] or [B, H].
+    image term of the same layer, [B, F] or [B, H]. They are halves of the
+    matching network, not a joint space.
     """
+
+    joint_space = False
 
     def __init__(self, config, vocabulary, image_dim, **kwargs):
         super().__init__(**kwargs)
@@ -316,6 +319,7 @@ class MCNNEnsemble(RetrievalModel):
     """
 
     fits_without_gradients = True
+    joint_space = False
 
     def __init__(self, config, vocabulary, image_dim, **kwargs):
         super().__init__(**kwargs)

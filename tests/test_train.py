@@ -275,3 +275,16 @@ def test_plot_training_draws_the_runs_scalars_from_their_event_files(trained, tr
         assert (s["steps"], s["values"]) == plot_training.read_scalars(s["run"], kind)[name]
     assert plot_training.main([str(trained), "--panel", tag, "--out", str(tmp_path / "x.png")]) == 2
     assert "no run has the tag" in capsys.readouterr().err and not (tmp_path / "x.png").exists()
+
+
+@pytest.mark.parametrize("run, joint", [("trained", True), ("trained_mcnn_st", False), ("trained_mcnn_ens", False),
+                                        ("trained_fv", True)])
+def test_sentence_similarity_only_for_models_with_a_joint_space(run, joint, request):
+    """m-CNN's encodings are halves of its matching network (for `st` of the
+    same size): no caption-to-caption task, in results.json or from the
+    export."""
+    import inference
+
+    model_dir = request.getfixturevalue(run)
+    assert ("t2t_meanr" in json.loads((model_dir / "results.json").read_text())["test"]) == joint
+    assert inference.SavedModelScorer(model_dir / "saved_model").joint_space == joint

@@ -158,7 +158,8 @@ def test_evaluation_scores_every_pair_exactly_once_and_ranks_as_the_whole_matrix
 
     monkeypatch.setattr(evaluate, "IMAGE_BLOCK", 8)
     monkeypatch.setattr(evaluate, "CAPTION_BLOCK", 37)
-    result = evaluate.evaluate_encodings(similarity, images, texts, caption_image)
+    result = evaluate.evaluate_encodings(similarity, images, texts, caption_image,
+                                         sentence_similarity=model.joint_space)
     assert sum(scored) == 30 * 150
     from metrics import retrieval_metrics
 
