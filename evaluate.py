@@ -135,6 +135,11 @@ def parse_args(argv):
     parser.add_argument("--protocol", default="full", choices=PROTOCOLS)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--json", help="also write the metrics to this JSON file")
+    parser.add_argument("--projector", metavar="DIR",
+                        help="also write the split's image and caption encodings for TensorBoard's projector "
+                        "(tensorboard --logdir DIR); a new or empty directory, or one written by --projector")
+    parser.add_argument("--images", metavar="DIR",
+                        help="with --projector: a folder of the split's images by file name, for a sprite")
     parser.add_argument("--set", action="append", default=[], metavar="model.KEY=VALUE",
                         help="with --model-dir: change a model setting that needs no retraining, "
                         "e.g. model.similarity=dot (repeatable)")
@@ -146,22 +151,42 @@ def main(argv=None):
 
 
 def _run(args):
+    import embedding_projector
     import inference  # Imported here: it loads TensorFlow.
+    from config import EMBEDDED_DATA
+    from data import readers
 
+    if args.images and not args.projector:
+        raise InputError("--images is for the --projector sprite; add --projector DIR")
+    if args.projector:
+        embedding_projector.check_directory(args.projector)
     if args.model_dir:
         scorer = inference.CheckpointScorer.from_model_dir(args.model_dir, args.set)
     elif args.set:
         raise InputError("--set needs --model-dir: a SavedModel's settings are fixed")
     else:
         scorer = inference.SavedModelScorer(args.saved_model)
-    data_root = args.data or scorer.data_path
+    data_root = args.data or scorer.data_path or EMBEDDED_DATA
     image_features = args.image_features or scorer.image_features
-    split = args.split or scorer.test_split
-    result = inference.evaluate_split(scorer, data_root, split, image_features, args.protocol, args.batch_size)
-    print(f"{split} split, protocol {args.protocol}:")
+    split_name = args.split or scorer.test_split
+    split = readers.load_split(data_root, split_name, image_features)
+    inference.check_image_dim(split, scorer.image_dim, f"{data_root} ({split_name}, {image_features})")
+    projector = args.projector
+    if projector and not scorer.joint_space:
+        print("--projector skipped: the model scores image-caption pairs with a joint network, so its image "
+              "and caption encodings are not one space", file=sys.stderr)
+        projector = None
+    if projector and args.images:
+        readers.check_image_files(args.images, split.image_ids)
+    encodings = inference.encode_split(scorer, split, args.batch_size)
+    result = inference.score_split(scorer, split, args.protocol, args.batch_size, encodings)
+    print(f"{split_name} split, protocol {args.protocol}:")
     print(format_table(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    if projector:
+        embedding_projector.write_projector(projector, *encodings, split, args.images)
+        print(f"projector: tensorboard --logdir {projector}", file=sys.stderr)
     return 0
 
 

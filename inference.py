@@ -1,7 +1,7 @@
 """Scoring with a trained model: from a training checkpoint or a SavedModel.
 
 Both scorers offer the same three operations (encode images, encode
-captions, similarity of encodings), so `evaluate_split` runs one protocol for
+captions, similarity of encodings), so `score_split` runs one protocol for
 both and a checkpoint and its export give the same numbers.
 """
 
@@ -136,21 +136,18 @@ def check_image_dim(split, image_dim, path):
         )
 
 
-def evaluate_split(scorer, data_root, split_name, image_features="ims", protocol="full", batch_size=256):
-    """Loads a split, encodes it with `scorer`, and returns its metrics."""
-    data_root = data_root or EMBEDDED_DATA
-    split = readers.load_split(data_root, split_name, image_features)
-    check_image_dim(split, scorer.image_dim, f"{data_root} ({split_name}, {image_features})")
-    return score_split(scorer, split, protocol, batch_size)
-
-
-def score_split(scorer, split, protocol="full", batch_size=256):
-    """The metrics of a loaded `RetrievalSplit` under `scorer`."""
+def encode_split(scorer, split, batch_size=256):
+    """(image encodings, text encodings) of a loaded `RetrievalSplit`."""
     try:
-        image_encodings = scorer.encode_images(split.images, batch_size)
-        text_encodings = scorer.encode_texts(split.captions, batch_size)
+        return scorer.encode_images(split.images, batch_size), scorer.encode_texts(split.captions, batch_size)
     except tf.errors.InvalidArgumentError as error:
         raise InputError(f"{split.captions_file}: {first_line(error)}") from None
+
+
+def score_split(scorer, split, protocol="full", batch_size=256, encodings=None):
+    """The metrics of a loaded `RetrievalSplit` under `scorer` (from its
+    `encodings` when given)."""
+    image_encodings, text_encodings = encodings or encode_split(scorer, split, batch_size)
     return evaluate.evaluate_encodings(
         scorer.similarity, image_encodings, text_encodings, split.caption_image, protocol,
         sentence_similarity=scorer.joint_space,

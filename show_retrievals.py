@@ -159,13 +159,7 @@ def _run(args):
     split = readers.load_split(args.data or scorer.data_path or EMBEDDED_DATA, split_name, args.image_features or scorer.image_features)
     inference.check_image_dim(split, scorer.image_dim, f"{split.source} ({split_name})")
     if args.images:
-        images_dir = Path(args.images)
-        if not images_dir.is_dir():
-            raise InputError(f"--images {images_dir}: not a directory")
-        missing = [name for name in split.image_ids if not (images_dir / name).is_file()]
-        if missing:
-            raise InputError(f"--images {images_dir}: {len(missing)} of the split's {len(split.image_ids)} images are "
-                             f"missing, e.g. {missing[0]}")
+        readers.check_image_files(args.images, split.image_ids)
     rng = np.random.default_rng(args.seed)
     image_queries = sorted(rng.choice(len(split.images), min(args.queries, len(split.images)), replace=False).tolist())
     caption_queries = sorted(rng.choice(len(split.captions), min(args.queries, len(split.captions)),

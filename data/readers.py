@@ -166,6 +166,19 @@ def _load_features(path):
     return features
 
 
+def check_image_files(directory, image_ids, argument="--images"):
+    """Fails unless `directory` holds a file for every image id (file
+    names, e.g. Flickr8k's JPEGs)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise InputError(f"{argument} {directory}: not a directory")
+    missing = [name for name in image_ids if not (directory / name).is_file()]
+    if missing:
+        raise InputError(
+            f"{argument} {directory}: {len(missing)} of the split's {len(image_ids)} images are missing, e.g. {missing[0]}"
+        )
+
+
 def read_lines(path, what):
     """The stripped lines of a text file; an empty line is an error."""
     try:
