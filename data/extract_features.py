@@ -2,7 +2,7 @@
 
     python -m data.extract_features --images DIR --flickr-text DIR --out DIR
     python -m data.extract_features --images DIR --karpathy dataset_coco.json --out DIR
-        [--splits train,dev,test] [--backbone resnet152|vgg16|vgg19] [--crops 10|1]
+        [--splits train,dev,test] [--backbone resnet152|vgg16|vgg19|tfhub:HANDLE] [--crops 10|1]
         [--weights imagenet|none|PATH] [--batch-size 16] [--fne]
 
 The captions and the split of each image come from the Flickr8k text release
@@ -18,6 +18,14 @@ preprocessing. With 10 crops (the default, the papers' protocol) each image
 is resized to 256x256 and the features of the 224x224 crops at its four
 corners and centre, and of their horizontal mirrors, are averaged; with 1
 crop the whole image is resized to 224x224. The aspect ratio is not kept.
+
+`--backbone tfhub:HANDLE` runs a TensorFlow Hub image feature-vector
+module instead: a tfhub.dev / Kaggle Models handle (downloaded by
+`tensorflow_hub` into $TFHUB_CACHE_DIR) or the path of a module directory
+(a TF2 SavedModel, or a TF1 Hub module with an "image_feature_vector" or
+"default" signature). As the Hub convention for such modules, it reads RGB
+scaled to [0, 1] and returns [B, F] features; the crops are the same 224x224
+views as above.
 
 With `--fne` (VGG backbones) the raw material of a Full-Network Embedding
 (Garcia-Gasulla et al. 2018; Vilalta et al. 2018, Sec. 3.1) is written too:
@@ -78,11 +86,15 @@ BACKBONES = {
 }
 
 
+TFHUB_PREFIX = "tfhub:"
+
+
 def build_backbone(name, weights="imagenet"):
     """The feature extractor of a backbone.
 
     Args:
-      name: a key of `BACKBONES`.
+      name: a key of `BACKBONES`, or "tfhub:" and a TF Hub handle or module
+        directory (`hub_backbone`).
       weights: "imagenet", "none" (random, for tests) or the path of a Keras
         weights file of the whole network (e.g. the ImageNet file).
 
@@ -91,6 +103,10 @@ def build_backbone(name, weights="imagenet"):
       crops to [B, F] features; preprocess_input maps RGB in [0, 255] to the
       model's input.
     """
+    if name.startswith(TFHUB_PREFIX):
+        if weights != "imagenet":
+            raise InputError("--weights applies to the keras.applications backbones; a TF Hub module holds its own")
+        return hub_backbone(name[len(TFHUB_PREFIX):]), lambda images: images / 255.0
     backbone = BACKBONES[name]
     module, constructor = backbone.application
     application = getattr(keras.applications, module)
@@ -111,6 +127,58 @@ def build_backbone(name, weights="imagenet"):
         raise InputError(f"--weights {weights}: not a weights file of {name} ({reason})") from None
     features = keras.Model(model.input, model.get_layer(backbone.feature_layer).output)
     return features, application.preprocess_input
+
+
+def hub_backbone(handle):
+    """A TF Hub image feature-vector module as a function of images.
+
+    Args:
+      handle: a tfhub.dev / Kaggle Models URL or handle, or a local module
+        directory.
+
+    Returns:
+      A callable (images [B, 224, 224, 3] in [0, 1], training=False) ->
+      [B, F].
+    """
+    import tensorflow_hub as hub  # Only here: most runs use keras.applications.
+
+    if "://" not in handle and not Path(handle).exists():
+        looks_remote = handle.count("/") >= 2 and not handle.startswith((".", "/"))
+        if not looks_remote:
+            raise InputError(f"--backbone tfhub:{handle}: no such module directory")
+    try:
+        module = hub.load(handle)
+    except Exception as error:  # hub raises whatever its resolver or loader does.
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if "://" in handle or not Path(handle).exists():
+            raise InputError(
+                f"--backbone tfhub:{handle}: cannot download the module ({reason}); download it elsewhere and "
+                "pass its directory as --backbone tfhub:PATH"
+            ) from None
+        raise InputError(f"--backbone tfhub:{handle}: not a TF Hub module ({reason})") from None
+    signatures = getattr(module, "signatures", {})
+    if callable(module):
+        function = module
+    else:
+        name = next((n for n in ("image_feature_vector", "default") if n in signatures), None)
+        if name is None:
+            raise InputError(f"--backbone tfhub:{handle}: the module is not callable and has no "
+                             "image_feature_vector or default signature")
+        signature = signatures[name]
+
+        def function(images):
+            outputs = signature(images)
+            return outputs["default"] if "default" in outputs else next(iter(outputs.values()))
+
+    def features(images, training=False):
+        output = function(images)
+        if len(output.shape) != 2:
+            raise InputError(f"--backbone tfhub:{handle}: the module returns shape {output.shape}, "
+                             "not [batch, features] (an image feature-vector module is needed)")
+        return output
+
+    features.module = module  # a signature alone does not keep the module's variables alive
+    return features
 
 
 def full_network(features_model, feature_layer):
@@ -229,13 +297,20 @@ def parse_args(argv):
     source.add_argument("--flickr-text", help="folder of the Flickr8k text release (Flickr8k.token.txt + split files)")
     source.add_argument("--karpathy", help="Karpathy's dataset_{flickr8k,flickr30k,coco}.json")
     parser.add_argument("--splits", default="train,dev,test", help="comma-separated splits to extract")
-    parser.add_argument("--backbone", default="resnet152", choices=sorted(BACKBONES))
+    parser.add_argument("--backbone", default="resnet152", type=_backbone,
+                        help=f"{', '.join(sorted(BACKBONES))}, or {TFHUB_PREFIX}HANDLE_OR_PATH (default: %(default)s)")
     parser.add_argument("--crops", type=int, default=10, choices=(1, 10), help="10: the papers' 10-crop average")
     parser.add_argument("--weights", default="imagenet", help="imagenet, none (random, for tests) or a weights file")
     parser.add_argument("--batch-size", type=_positive_int, default=16, help="images per forward pass")
     parser.add_argument("--fne", action="store_true",
                         help="also write every layer's features ({split}_stages.npy, stages.json) for the Full-Network Embedding")
     return parser.parse_args(argv)
+
+
+def _backbone(text):
+    if text in BACKBONES or (text.startswith(TFHUB_PREFIX) and len(text) > len(TFHUB_PREFIX)):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: choose {', '.join(sorted(BACKBONES))} or {TFHUB_PREFIX}HANDLE")
 
 
 def _positive_int(text):
@@ -266,10 +341,12 @@ def _run(args):
         if missing is not None:
             raise InputError(f"{images / missing}: image of split {split} not found")
         splits[split] = data
+    if args.fne and args.backbone not in ("vgg16", "vgg19"):
+        raise InputError("--fne needs a VGG backbone (convolutions followed by fc1, fc2): --backbone vgg16 or vgg19")
     model, preprocess = build_backbone(args.backbone, args.weights)
-    feature_layer = BACKBONES[args.backbone].feature_layer
     layout = None
     if args.fne:
+        feature_layer = BACKBONES[args.backbone].feature_layer
         model, layout = full_network(model, feature_layer)
         # The usual features ({split}_ims.npy) are the feature layer's block.
         position = [entry["name"] for entry in layout].index(feature_layer)

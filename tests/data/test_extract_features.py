@@ -178,3 +178,76 @@ def test_corrupt_or_missing_images_exit_2_with_one_line(release, tmp_path, capsy
     assert run_cli(images, text, tmp_path / "o", "--splits", "test,train", "--weights", "none") == 2
     assert capsys.readouterr().err.strip() == f"error: {truncated}: image of split train not found"
     assert not (tmp_path / "o").exists()
+
+
+class _MeanColourModule(tf.Module):
+    """A TF Hub-style image feature-vector module: [B, H, W, 3] in [0, 1] ->
+    the mean colour of each image times a fixed [3, 4] matrix."""
+
+    def __init__(self):
+        super().__init__()
+        self.projection = tf.Variable(np.arange(12, dtype=np.float32).reshape(3, 4) / 10)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, None, 3], tf.float32)])
+    def __call__(self, images):
+        return tf.reduce_mean(images, axis=[1, 2]) @ self.projection
+
+
+def _save_module(path, as_signature):
+    module = _MeanColourModule()
+    if as_signature:
+        # Only a "default" signature returning a dict, as TF1 Hub modules.
+        function = tf.function(lambda images: {"default": module(images)},
+                               input_signature=[tf.TensorSpec([None, None, None, 3], tf.float32)])
+        holder = tf.Module()  # not callable itself; tracks the variable
+        holder.inner = module
+        tf.saved_model.save(holder, str(path), signatures={"default": function.get_concrete_function()})
+    else:
+        tf.saved_model.save(module, str(path))
+    return module.projection.numpy()
+
+
+@pytest.mark.parametrize("as_signature", [False, True])
+def test_tfhub_module_as_the_backbone(release, tmp_path, as_signature):
+    """A module written here and loaded by tensorflow_hub: the features are
+    its outputs on the ten crops scaled to [0, 1], averaged."""
+    images, text = release
+    projection = _save_module(tmp_path / "module", as_signature)
+    out = tmp_path / "out"
+    assert run_cli(images, text, out, "--splits", "train,test", "--backbone", f"tfhub:{tmp_path / 'module'}") == 0
+    split = readers.load_precomp(out, "train", "ims")
+    assert split.images.shape == (2, 4) and split.image_ids == NAMES[:2]
+    for row, path in enumerate(IMAGES[:2]):
+        image = extract_features.load_image(str(path), 256).numpy() / 255
+        views = [image[y : y + 224, x : x + 224] for y, x in [(0, 0), (0, 32), (32, 0), (32, 32), (16, 16)]]
+        expected = np.mean([view.mean(axis=(0, 1)) for view in views], axis=0) @ projection
+        np.testing.assert_allclose(split.images[row], expected, rtol=1e-4)
+
+
+@pytest.mark.parametrize("backbone, extra, message", [
+    ("tfhub:/nonexistent/module", [], "no such module directory"),
+    ("tfhub:{tmp}", [], "not a TF Hub module"),
+    ("tfhub:{tmp}", ["--weights", "none"], "--weights applies to the keras.applications backbones"),
+    ("tfhub:{tmp}", ["--fne"], "--fne needs a VGG backbone"),
+])
+def test_tfhub_errors_are_one_line(release, tmp_path, capsys, backbone, extra, message):
+    images, text = release
+    (tmp_path / "empty").mkdir()
+    argv = ["--splits", "test", "--backbone", backbone.format(tmp=tmp_path / "empty"), *extra]
+    assert run_cli(images, text, tmp_path / "o", *argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and message in err[-1]
+    assert not (tmp_path / "o").exists()
+
+
+def test_offline_tfhub_handle_gives_a_one_line_message(release, tmp_path, monkeypatch, capsys):
+    images, text = release
+    blocked = "http://127.0.0.1:9"
+    for name in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY"):
+        monkeypatch.setenv(name, blocked)
+    monkeypatch.setenv("TFHUB_CACHE_DIR", str(tmp_path / "hub"))
+    handle = "https://tfhub.dev/google/imagenet/mobilenet_v2_100_224/feature_vector/5"
+    assert run_cli(images, text, tmp_path / "o", "--splits", "test", "--backbone", f"tfhub:{handle}") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"error: --backbone tfhub:{handle}: cannot download the module (")
+    assert err[-1].endswith("pass its directory as --backbone tfhub:PATH")
