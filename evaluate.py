@@ -21,11 +21,12 @@ from pathlib import Path
 import numpy as np
 
 import metrics
+import progress
 from data.errors import InputError, run_command
 
 PROTOCOLS = ("full", "5fold1k")
 FOLD_IMAGES = 1000
-IMAGE_BLOCK = 512
+IMAGE_BLOCK = 128  # small enough for a progress bar of a pairwise model's long scoring
 CAPTION_BLOCK = 2048
 
 
@@ -48,7 +49,7 @@ def rank_all(similarity, image_encodings, text_encodings, caption_image):
     n_images, n_captions = len(image_encodings), len(text_encodings)
     sims = None
     i2t, i2t_ap = [], []
-    for a in range(0, n_images, IMAGE_BLOCK):
+    for a in progress.bar(range(0, n_images, IMAGE_BLOCK), desc=f"scoring {IMAGE_BLOCK}-image blocks", unit="block"):
         block = np.asarray(similarity(image_encodings[a : a + IMAGE_BLOCK], text_encodings))
         if sims is None:
             sims = np.empty((n_images, n_captions), block.dtype)
@@ -143,6 +144,7 @@ def parse_args(argv):
     parser.add_argument("--set", action="append", default=[], metavar="model.KEY=VALUE",
                         help="with --model-dir: change a model setting that needs no retraining, "
                         "e.g. model.similarity=dot (repeatable)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars (there are none when stderr is not a terminal)")
     return parser.parse_args(argv)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 import evaluate
+import progress
 from config import EMBEDDED_DATA, apply_overrides, load_experiment
 from data import readers
 from data.errors import InputError
@@ -80,14 +81,17 @@ def _encode_texts(function, captions, batch_size):
     """Encodes captions in batches of similar length (less padding to run
     through a recurrent encoder), returning them in the original order."""
     order = np.argsort([len(c.split()) for c in captions], kind="stable")
-    encodings = _batched(function, np.asarray(captions, dtype=object)[order], batch_size)
+    encodings = _batched(function, np.asarray(captions, dtype=object)[order], batch_size, "caption")
     return encodings[np.argsort(order)]
 
 
-def _batched(function, items, batch_size):
-    return np.concatenate(
-        [function(tf.constant(items[a : a + batch_size])).numpy() for a in range(0, len(items), batch_size)]
-    )
+def _batched(function, items, batch_size, unit="image"):
+    encodings = []
+    with progress.bar(total=len(items), desc=f"encoding {unit}s", unit=unit) as bar:
+        for a in range(0, len(items), batch_size):
+            encodings.append(function(tf.constant(items[a : a + batch_size])).numpy())
+            bar.update(len(encodings[-1]))
+    return np.concatenate(encodings)
 
 
 def restore_model(model_dir, overrides=()):

@@ -41,6 +41,7 @@ def parse_args(argv):
     parser.add_argument("--k", type=int, default=5, help="results per query")
     parser.add_argument("--seed", type=int, default=0, help="picks the queries")
     parser.add_argument("--out", required=True, help="HTML file to write")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars (there are none when stderr is not a terminal)")
     return parser.parse_args(argv)
 
 

@@ -29,6 +29,8 @@ def parse_args(argv):
     parser.add_argument("--export-only", action="store_true", help="only export --model-dir's best checkpoint as a SavedModel")
     parser.add_argument("--strategy", default="auto", help="auto, default, mirrored or multiworker (tf.distribute)")
     parser.add_argument("--list", action="store_true", help="list the registered models and presets")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bars (there are none when stderr is not a terminal); log lines remain")
     return parser.parse_args(argv)
 
 

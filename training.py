@@ -38,6 +38,7 @@ import tensorflow as tf
 import diagnostics
 import evaluate
 import inference
+import progress
 from config import write_json_atomically
 from data import pipeline, readers
 from data.errors import InputError
@@ -299,6 +300,9 @@ class _Loop:
             )
             skip = int(self.state.step_in_epoch)
             dataset = self._distribute(train_data, batches[skip:])
+            # Pairs of the epoch, so the bar shows pairs/s and the epoch's ETA.
+            bar = progress.bar(total=len(batches) * tc.batch_size, initial=skip * tc.batch_size, unit="pair",
+                               desc=f"epoch {epoch + 1}", leave=True)
             for batch in dataset:
                 result = self.train_step(batch)
                 loss = float(result["loss"])
@@ -312,6 +316,8 @@ class _Loop:
                 self.state.step_in_epoch.assign_add(1)
                 self.state.global_step.assign_add(1)
                 step = int(self.state.global_step)
+                bar.update(tc.batch_size)
+                bar.set_postfix(step=step, loss=f"{loss:.4g}", refresh=False)
                 if step % tc.log_every == 0:
                     summary = window.flush()
                     with self.train_writer.as_default(step=step):
@@ -328,10 +334,13 @@ class _Loop:
                 if epoch_done:
                     self.state.epoch.assign_add(1)
                     self.state.step_in_epoch.assign(0)
+                if epoch_done:
+                    bar.close()
                 if epoch_done or (tc.validate_every and step % tc.validate_every == 0):
                     self._validate_and_save()
                     if self.stop or self._phase_over():
                         break
+            bar.close()
 
     def fit_split(self, train_split):
         """Fits a model that is not trained by gradients, then validates

@@ -12,13 +12,22 @@ class InputError(Exception):
 
 def run_command(body, args):
     """Runs a command-line entry point's body and returns its exit status:
-    an `InputError` becomes `error: <message>` on stderr and status 2."""
+    an `InputError` becomes `error: <message>` on stderr and status 2.
+
+    `args.quiet` (when the command has `--quiet`) turns progress bars off;
+    log lines are routed around the bars so they do not break them."""
     import logging
     import sys
 
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    import progress
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    progress.set_quiet(getattr(args, "quiet", False))
     try:
-        return body(args)
+        with logging_redirect_tqdm():
+            return body(args)
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -52,6 +52,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+import progress
 from data import readers
 from data.errors import InputError, run_command
 
@@ -267,10 +268,12 @@ class FeatureExtractor:
         )
         features = []
         try:
-            for images in dataset:
-                features.append(self._encode(images).numpy())
-                if len(features) % LOG_EVERY == 0:
-                    log.info("%d/%d images", min(len(features) * batch_size, len(paths)), len(paths))
+            with progress.bar(total=len(paths), desc="extracting features", unit="image") as bar:
+                for images in dataset:
+                    features.append(self._encode(images).numpy())
+                    bar.update(len(features[-1]))
+                    if len(features) % LOG_EVERY == 0:
+                        log.info("%d/%d images", min(len(features) * batch_size, len(paths)), len(paths))
         except tf.errors.InvalidArgumentError:
             # tf.data does not say which file failed: decode the files of the
             # failed batch and after it one by one to name it.
@@ -302,6 +305,7 @@ def parse_args(argv):
     parser.add_argument("--crops", type=int, default=10, choices=(1, 10), help="10: the papers' 10-crop average")
     parser.add_argument("--weights", default="imagenet", help="imagenet, none (random, for tests) or a weights file")
     parser.add_argument("--batch-size", type=_positive_int, default=16, help="images per forward pass")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (there is none when stderr is not a terminal)")
     parser.add_argument("--fne", action="store_true",
                         help="also write every layer's features ({split}_stages.npy, stages.json) for the Full-Network Embedding")
     return parser.parse_args(argv)

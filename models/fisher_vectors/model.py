@@ -43,6 +43,7 @@ import tensorflow as tf
 from keras import ops
 
 import metrics
+import progress
 from data.errors import InputError
 from data.tokenizer import TOKENIZERS, tokenize_strings
 from data.vocabulary import Vocabulary
@@ -203,7 +204,8 @@ class FisherVectorModel(RetrievalModel):
         solver = cca.RegularisedCCA(sentences, train_split.images[train_split.caption_image])
         dev_sentences = _encode(encode, dev_split.captions)
         best = None
-        for step, eta in enumerate(self.config.cca_etas):
+        etas = self.config.cca_etas
+        for step, eta in progress.bar(enumerate(etas), total=len(etas), desc="CCA ridge by dev rsum", unit="eta"):
             projection = solver.solve(eta)
             power = self.config.cca_weight_power
             text = _unit(projection.project_x(dev_sentences, power))
@@ -224,13 +226,24 @@ class FisherVectorModel(RetrievalModel):
 def _fit_mixture(sample, config, policy, seed, writer, tag):
     """The mixture of one policy, its log-likelihood per word logged per
     iteration."""
+    bar = progress.bar(total=config.em_iterations if policy != "gaussian" else 100, desc=f"EM ({policy})",
+                       unit="iteration")
+
     def log(iteration, mixture, log_likelihood):
+        bar.update(1)
         with writer.as_default(step=iteration):
             tf.summary.scalar(tag, log_likelihood / len(sample))
 
-    if policy != "gaussian":
-        return mixtures.fit_mixture(sample, config.num_components, policy, config.em_iterations,
-                                    tolerance=0.01 if policy == "laplacian" else None, seed=seed, callback=log)
+    with bar:
+        if policy != "gaussian":
+            return mixtures.fit_mixture(sample, config.num_components, policy, config.em_iterations,
+                                        tolerance=0.01 if policy == "laplacian" else None, seed=seed, callback=log)
+        return _fit_gmm(sample, config, seed, log)
+
+
+def _fit_gmm(sample, config, seed, log):
+    """The GMM by scikit-learn: at most 100 EM iterations, warm-started one
+    at a time so that `log` sees each."""
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.mixture import GaussianMixture
 
@@ -251,9 +264,9 @@ def _fit_mixture(sample, config, policy, seed, writer, tag):
 
 
 def _encode(function, captions, batch_size=256):
-    return np.concatenate([
-        function(tf.constant(captions[a : a + batch_size])).numpy() for a in range(0, len(captions), batch_size)
-    ]).astype(np.float64)
+    batches = progress.bar(range(0, len(captions), batch_size), desc="Fisher vectors of captions", unit="batch")
+    return np.concatenate([function(tf.constant(captions[a : a + batch_size])).numpy() for a in batches]).astype(
+        np.float64)
 
 
 def _unit(x):
