@@ -125,14 +125,42 @@ def format_table(result):
     return "\n".join(rows)
 
 
-def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_model_and_split_arguments(parser):
+    """The arguments that choose a trained model and a split of data (see
+    `load_model_and_split`)."""
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model-dir", help="a directory written by train.py (uses its best checkpoint)")
     source.add_argument("--saved-model", help="a SavedModel exported by train.py")
     parser.add_argument("--data", help="precomp data folder (default: the model's training data, else the embedded Flickr8k)")
     parser.add_argument("--image-features", help="which {split}_<name>.npy holds the image features (default: the model's)")
-    parser.add_argument("--split", help="the split to evaluate (default: the model's test split, else 'test')")
+    parser.add_argument("--split", help="the split to use (default: the model's test split, else 'test')")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars (there are none when stderr is not a terminal)")
+
+
+def load_model_and_split(args, overrides=()):
+    """(scorer, split) of the arguments of `add_model_and_split_arguments`;
+    `overrides` are `--set` model settings (a model directory only)."""
+    import inference  # Imported here: it loads TensorFlow.
+    from config import EMBEDDED_DATA
+    from data import readers
+
+    if args.model_dir:
+        scorer = inference.CheckpointScorer.from_model_dir(args.model_dir, overrides)
+    elif overrides:
+        raise InputError("--set needs --model-dir: a SavedModel's settings are fixed")
+    else:
+        scorer = inference.SavedModelScorer(args.saved_model)
+    data_root = args.data or scorer.data_path or EMBEDDED_DATA
+    image_features = args.image_features or scorer.image_features
+    split_name = args.split or scorer.test_split
+    split = readers.load_split(data_root, split_name, image_features)
+    inference.check_image_dim(split, scorer.image_dim, f"{data_root} ({split_name}, {image_features})")
+    return scorer, split
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_and_split_arguments(parser)
     parser.add_argument("--protocol", default="full", choices=PROTOCOLS)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--json", help="also write the metrics to this JSON file")
@@ -144,7 +172,6 @@ def parse_args(argv):
     parser.add_argument("--set", action="append", default=[], metavar="model.KEY=VALUE",
                         help="with --model-dir: change a model setting that needs no retraining, "
                         "e.g. model.similarity=dot (repeatable)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars (there are none when stderr is not a terminal)")
     return parser.parse_args(argv)
 
 
@@ -155,24 +182,13 @@ def main(argv=None):
 def _run(args):
     import embedding_projector
     import inference  # Imported here: it loads TensorFlow.
-    from config import EMBEDDED_DATA
     from data import readers
 
     if args.images and not args.projector:
         raise InputError("--images is for the --projector sprite; add --projector DIR")
     if args.projector:
         embedding_projector.check_directory(args.projector)
-    if args.model_dir:
-        scorer = inference.CheckpointScorer.from_model_dir(args.model_dir, args.set)
-    elif args.set:
-        raise InputError("--set needs --model-dir: a SavedModel's settings are fixed")
-    else:
-        scorer = inference.SavedModelScorer(args.saved_model)
-    data_root = args.data or scorer.data_path or EMBEDDED_DATA
-    image_features = args.image_features or scorer.image_features
-    split_name = args.split or scorer.test_split
-    split = readers.load_split(data_root, split_name, image_features)
-    inference.check_image_dim(split, scorer.image_dim, f"{data_root} ({split_name}, {image_features})")
+    scorer, split = load_model_and_split(args, args.set)
     projector = args.projector
     if projector and not scorer.joint_space:
         print("--projector skipped: the model scores image-caption pairs with a joint network, so its image "
@@ -182,7 +198,7 @@ def _run(args):
         readers.check_image_files(args.images, split.image_ids)
     encodings = inference.encode_split(scorer, split, args.batch_size)
     result = inference.score_split(scorer, split, args.protocol, args.batch_size, encodings)
-    print(f"{split_name} split, protocol {args.protocol}:")
+    print(f"{args.split or scorer.test_split} split, protocol {args.protocol}:")
     print(format_table(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")

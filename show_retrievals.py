@@ -25,23 +25,18 @@ from pathlib import Path
 
 import numpy as np
 
+import evaluate
 from data.errors import InputError, run_command
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model-dir", help="a directory written by train.py (uses its best checkpoint)")
-    source.add_argument("--saved-model", help="a SavedModel exported by train.py")
-    parser.add_argument("--data", help="precomp data folder (default: the model's training data)")
-    parser.add_argument("--image-features", help="which {split}_<name>.npy holds the image features")
-    parser.add_argument("--split", help="the split to search (default: the model's test split)")
+    evaluate.add_model_and_split_arguments(parser)
     parser.add_argument("--images", help="folder of the split's images, by file name (e.g. JPEGs)")
     parser.add_argument("--queries", type=int, default=8, help="image queries and caption queries, each")
     parser.add_argument("--k", type=int, default=5, help="results per query")
     parser.add_argument("--seed", type=int, default=0, help="picks the queries")
     parser.add_argument("--out", required=True, help="HTML file to write")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars (there are none when stderr is not a terminal)")
     return parser.parse_args(argv)
 
 
@@ -146,19 +141,11 @@ def _run(args):
         raise InputError(f"--out {out}: the directory {out.parent} does not exist")
     if out.is_dir():
         raise InputError(f"--out {out} is a directory; give an HTML file name")
-    import inference  # Imported here: it loads TensorFlow.
-    from config import EMBEDDED_DATA
     from data import readers
 
-    if args.model_dir:
-        scorer = inference.CheckpointScorer.from_model_dir(args.model_dir)
-        title = f"{Path(args.model_dir).name}: what the model retrieves"
-    else:
-        scorer = inference.SavedModelScorer(args.saved_model)
-        title = f"{Path(args.saved_model).name}: what the model retrieves"
-    split_name = args.split or scorer.test_split
-    split = readers.load_split(args.data or scorer.data_path or EMBEDDED_DATA, split_name, args.image_features or scorer.image_features)
-    inference.check_image_dim(split, scorer.image_dim, f"{split.source} ({split_name})")
+    scorer, split = evaluate.load_model_and_split(args)
+    name = Path(args.model_dir or args.saved_model).name
+    title = f"{name}: what the model retrieves"
     if args.images:
         readers.check_image_files(args.images, split.image_ids)
     rng = np.random.default_rng(args.seed)
