@@ -8,8 +8,9 @@ Each `--panel` is one TensorBoard tag, read from every run's `logs/train/`
 event files, or from `logs/dev/` with the prefix "dev:" (default: the
 training loss, the largest pre-clip gradient norm between log steps and dev
 rsum). A panel whose values span more than two orders of magnitude is drawn
-on a logarithmic scale (symmetric-logarithmic when they change sign), so
-single-step spikes and sign changes stay visible. Runs without a tag are
+on a logarithmic scale (when they change sign, symmetric-logarithmic:
+linear within [-1, 1]), so single-step spikes and sign changes stay
+visible. Runs without a tag are
 left out of its panel. The plotted numbers are printed as JSON lines
 (run, panel, steps, values) so that a figure can be checked against them.
 """
@@ -63,6 +64,8 @@ def plot(runs, labels, panels, out, title=None):
     import matplotlib.pyplot as plt
 
     logs = {(run, kind): read_scalars(run, kind) for run in runs for kind in ("train", "dev")}
+    # One colour per run in every panel, also where some runs lack a tag.
+    colours = {run: f"C{index % 10}" for index, run in enumerate(runs)}
     figure, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
     series = []
     for axis, panel in zip(axes[0], panels):
@@ -72,7 +75,8 @@ def plot(runs, labels, panels, out, title=None):
             if tag not in logs[(run, kind)]:
                 continue
             steps, values = logs[(run, kind)][tag]
-            axis.plot(steps, values, label=label, marker="o" if kind == "dev" else None, markersize=3, linewidth=1)
+            axis.plot(steps, values, label=label, color=colours[run], marker="o" if kind == "dev" else None,
+                      markersize=3, linewidth=1)
             values_seen += values
             series.append({"run": str(run), "panel": panel, "steps": steps, "values": values})
         if not values_seen:
@@ -100,7 +104,7 @@ def _choose_scale(axis, values):
     if not finite or max(finite) / min(finite) < 100:
         return
     if min(values) < 0:
-        axis.set_yscale("symlog", linthresh=min(1.0, max(finite) / 1e3))
+        axis.set_yscale("symlog", linthresh=1.0)  # linear within [-1, 1], logarithmic beyond
     else:
         axis.set_yscale("log")
 
