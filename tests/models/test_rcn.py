@@ -159,14 +159,14 @@ def mask_range(results):
 
 
 def test_nonnegative_routing_keeps_masks_in_0_1_on_real_data():
-    """200 steps at 50x the paper's learning rate, the sum of hinges and
+    """120 steps at 50x the paper's learning rate, the sum of hinges and
     clipping as in the quick preset: the non-negative variant's routed masks
     never leave (0, 1) (read from the diagnostics of every step), and its
     eq. 9 denominators never fall below ||v_i||^2; the literal routing's
     masks leave (0, 1) at once on the same batches."""
     overrides = ["model.hinge=sum", "train.grad_clip_norm=2"]
-    _, results = train_on_dev("rcn-0", [*overrides, "model.routing=nonnegative"], 200, batch_size=25)
-    assert len(results) == 200 and results[-1]["loss"] < results[0]["loss"] / 2
+    _, results = train_on_dev("rcn-0", [*overrides, "model.routing=nonnegative"], 120, batch_size=25)
+    assert len(results) == 120 and results[-1]["loss"] < results[0]["loss"] / 2
     assert len([k for k in results[0] if k.endswith("/mask_min")]) == 4  # passes 1-4
     low, high = mask_range(results)
     assert 0 < low and high < 1
