@@ -16,7 +16,11 @@ rsum by default):
                      norm before clipping: mean and max between log steps,
                      and the model's own diagnostics/...), dev/
                      (every metric), hparams
-  results.json       dev and test metrics of the best checkpoint
+  results.json       dev and test metrics of the best checkpoint; "fit", what
+                     a fitted model chose; "wall_seconds" (from the start of
+                     the run to these metrics, this process only when
+                     resumed) and "peak_memory_bytes" (the process's peak
+                     resident memory), for `python -m report`
   saved_model/       the export (see export.py)
 
 Writes are atomic: TensorFlow's checkpoint manager updates its index only
@@ -29,6 +33,8 @@ import dataclasses
 import json
 import logging
 import os
+import resource
+import time
 from pathlib import Path
 
 import keras
@@ -108,6 +114,7 @@ class Trainer:
 
     def run(self):
         """Runs the experiment; returns {"dev": metrics, "test": metrics}."""
+        start = time.monotonic()
         self._check_model_dir()
         train_split, dev_split, test_split = self._load_data()
         vectors = None if self.resume else self._word_vectors(train_split)
@@ -153,10 +160,7 @@ class Trainer:
         train_data = pipeline.tokenize_split(train_split, model.vectorizer)
         scorer = inference.CheckpointScorer(model, cfg.image_dim)
         loop = _Loop(self, model, optimizer, state, last, best, scorer, dev_split)
-        if model.fits_without_gradients:
-            loop.fit_split(train_split)
-        else:
-            loop.train(train_data)
+        fit = loop.fit_split(train_split) if model.fits_without_gradients else loop.train(train_data)
 
         best_checkpoint = best.latest_checkpoint
         tf.train.Checkpoint(model=model).restore(best_checkpoint).expect_partial()
@@ -165,6 +169,10 @@ class Trainer:
             "dev": loop.best_dev_metrics or loop.validate_metrics(),
             "test": inference.score_split(scorer, test_split),
             "checkpoint": best_checkpoint,
+            **({"fit": fit} if fit else {}),
+            "wall_seconds": round(time.monotonic() - start, 1),
+            # ru_maxrss is in KiB on Linux.
+            "peak_memory_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         }
         if self.is_chief:
             write_json_atomically(self.model_dir / "results.json", json.dumps(results, indent=2) + "\n")
@@ -344,10 +352,13 @@ class _Loop:
 
     def fit_split(self, train_split):
         """Fits a model that is not trained by gradients, then validates
-        and checkpoints it once."""
+        and checkpoints it once; returns what the fit chose."""
         self._log_hparams()
-        log.info("%s", self.model.fit_split(train_split, self.dev_split, self.train_writer, self.cfg.train.seed))
+        fit = self.model.fit_split(train_split, self.dev_split, self.train_writer, self.cfg.train.seed)
+        log.info("fit: %s", ", ".join(f"{name} {value:.4g}" if isinstance(value, float) else f"{name} {value}"
+                                      for name, value in fit.items()))
         self._validate_and_save()
+        return fit
 
     def _phase_over(self):
         """Whether the current phase has used its epochs, or (a phase before

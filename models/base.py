@@ -95,7 +95,9 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
           seed: seeds any random choice.
 
         Returns:
-          A one-line description for the log.
+          A dict of what the fit chose (e.g. a regularisation), by name:
+          numbers or strings. It is logged and written to results.json as
+          "fit".
         """
         raise NotImplementedError(f"{type(self).__name__} is trained by gradients, not fitted")
 

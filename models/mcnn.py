@@ -371,7 +371,7 @@ class MCNNEnsemble(RetrievalModel):
                     "(train the members and the ensemble with the same --preset)"
                 )
             member.set_weights(trained.get_weights())
-        return f"members restored from {', '.join(self.config.members)}"
+        return {"members": ", ".join(self.config.members)}
 
 
 def _architecture(config):

@@ -24,6 +24,8 @@ def test_training_writes_config_vocab_checkpoints_logs_results_and_export(traine
     results = json.loads((trained / "results.json").read_text())
     # 50 tiny steps learn something: chance is rsum 3.3, t2i medr 500.
     assert results["test"]["rsum"] > 6 and results["test"]["t2i_medr"] < 400
+    # For `python -m report`: a gradient-trained model fits nothing.
+    assert results["wall_seconds"] > 1 and results["peak_memory_bytes"] > 100e6 and "fit" not in results
     assert list((trained / "logs" / "train").iterdir()) and list((trained / "logs" / "dev").iterdir())
 
 

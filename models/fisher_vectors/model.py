@@ -176,14 +176,14 @@ class FisherVectorModel(RetrievalModel):
 
     def fit_split(self, train_split, dev_split, writer, seed=0):
         """ICA and mixtures on the word vectors, CCA on the training pairs,
-        its ridge by dev rsum; returns a line for the log."""
+        its ridge by dev rsum; returns what the fit chose."""
         if self._raw_vectors is None:
             raise InputError("model.word_vectors: no word vectors were set before fitting")
         matrix, found = self._raw_vectors
         vectors = _unit(matrix[found])
         rng = np.random.default_rng(seed)
         sample = vectors[rng.permutation(len(vectors))[: self.config.ica_sample]]
-        notes = []
+        summary = {}
         if self.config.ica:
             from sklearn.decomposition import FastICA
 
@@ -197,7 +197,7 @@ class FisherVectorModel(RetrievalModel):
             mixture = _fit_mixture(sample, self.config, policy, seed, writer, f"em/{policy}_log_likelihood_per_word")
             getattr(self, f"fisher_vector_{i}").set_mixture(mixture)
             if policy == "hybrid":
-                notes.append(f"HGLMM: {100 * mixture.laplacian.mean():.1f}% of (k, d) Laplacian")
+                summary["hglmm_laplacian_fraction"] = float(mixture.laplacian.mean())
         encode = tf.function(lambda texts: self.sentence_vector(self.vectorizer(texts)), reduce_retracing=True)
         sentences = _encode(encode, train_split.captions)
         empty = int(np.sum(~sentences.any(axis=1)))
@@ -219,8 +219,8 @@ class FisherVectorModel(RetrievalModel):
         rsum, projection = best
         self.text_projection.set_projection(projection.mean_x, projection.w_x, projection.correlations)
         self.image_projection.set_projection(projection.mean_y, projection.w_y, projection.correlations)
-        notes.append(f"CCA eta {projection.eta:g} (dev rsum {rsum:.1f}); {empty} training captions without a known word")
-        return "; ".join(notes)
+        summary.update(cca_eta=float(projection.eta), cca_dev_rsum=float(rsum), training_captions_without_known_word=empty)
+        return summary
 
 
 def _fit_mixture(sample, config, policy, seed, writer, tag):

@@ -68,6 +68,11 @@ def test_fit_logs_em_and_the_ridge_sweep_and_reports_sentence_similarity(trained
     log_likelihoods = [tf.make_ndarray(e.tensor_proto) for e in events.Tensors("em/hybrid_log_likelihood_per_word")]
     assert len(log_likelihoods) == 3 and all(b >= a - 1e-6 for a, b in zip(log_likelihoods, log_likelihoods[1:]))
     assert len(events.Tensors("cca/dev_rsum")) == 2
+    dev_rsums = [float(tf.make_ndarray(e.tensor_proto)) for e in events.Tensors("cca/dev_rsum")]
+    # What the fit chose, for the log and `python -m report`.
+    fit = results["fit"]
+    assert fit["cca_dev_rsum"] == pytest.approx(max(dev_rsums), abs=1e-3) and fit["cca_eta"] > 0
+    assert 0 <= fit["hglmm_laplacian_fraction"] <= 1
 
 
 def test_paper_preset_needs_the_users_word_vectors(tmp_path, capsys):
