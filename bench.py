@@ -41,6 +41,8 @@ import time
 
 import numpy as np
 
+from data.errors import run_command
+
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -67,7 +69,10 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    return run_command(_run, parse_args(argv))
+
+
+def _run(args):
     if args.fv_em:
         for report in fv_em_timings(large=args.fv_em_large):
             print(json.dumps(report), flush=True)  # one line per data set, as each finishes

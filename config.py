@@ -14,10 +14,57 @@ import typing
 from pathlib import Path
 
 from data.errors import InputError
-from data.readers import atomic_write
+from data.readers import atomic_write, read_text
 from metrics import SELECTION_METRICS
 
 EMBEDDED_DATA = str(Path(__file__).resolve().parent / "data" / "f8k_precomp")
+
+
+def setting(default, *, minimum=None, above=None, maximum=None, below=None, choices=None):
+    """A config field and the values it may take.
+
+    Numbers (and each number of a tuple) must be >= `minimum`, > `above`,
+    <= `maximum` and < `below`; strings (and each string of a tuple) one of
+    `choices`. Every config is built through `apply_overrides` or
+    `load_experiment`, which check each field's type and these bounds, so a
+    bad value from `--set`, a preset or a hand-edited config.json stops the
+    command before any work, naming the field.
+    """
+    bounds = {"minimum": minimum, "above": above, "maximum": maximum, "below": below}
+    valid = {name: value for name, value in bounds.items() if value is not None}
+    if choices is not None:
+        valid["choices"] = tuple(choices)
+    return dataclasses.field(default=default, metadata={"valid": valid})
+
+
+def valid_values(cls, name):
+    """The bounds and choices of field `name` of config class `cls`, from
+    the nearest class that declares them (a subclass may change a default
+    without repeating them)."""
+    for base in cls.__mro__:
+        field = getattr(base, "__dataclass_fields__", {}).get(name)
+        if field is not None and "valid" in field.metadata:
+            return field.metadata["valid"]
+    return {}
+
+
+def check_value(name, value, valid):
+    """Raises `InputError` unless `value` (each element of a tuple) is
+    within `valid` (a `setting`'s bounds and choices); None always passes
+    (the type check decides whether a field may be null)."""
+    for item in value if isinstance(value, tuple) else (value,):
+        if item is None:
+            continue
+        if "choices" in valid and item not in valid["choices"]:
+            raise InputError(f"{name} must be one of {', '.join(map(str, valid['choices']))}; got {item!r}")
+        for bound, holds, relation in (
+            ("minimum", lambda x, b: x >= b, ">="),
+            ("above", lambda x, b: x > b, ">"),
+            ("maximum", lambda x, b: x <= b, "<="),
+            ("below", lambda x, b: x < b, "<"),
+        ):
+            if bound in valid and not holds(item, valid[bound]):
+                raise InputError(f"{name} must be {relation} {valid[bound]:g}; got {item!r}")
 
 
 @dataclasses.dataclass
@@ -68,43 +115,30 @@ class TrainConfig:
       log_every: write the training loss to TensorBoard every this many steps.
     """
 
-    optimizer: str = "adam"
-    optimizer_epsilon: float | None = None
-    learning_rate: float = 2e-4
-    batch_size: int = 128
-    epochs: int = 30
-    lr_decay_epochs: tuple[int, ...] = ()
-    lr_decay_factor: float = 0.1
-    plateau_patience: int = 0
-    grad_clip_norm: float | None = 2.0
-    validate_every: int = 0
-    early_stopping_patience: int = 0
-    selection_metric: str = "rsum"
-    phase_patience: int = 0
-    phase_learning_rates: tuple[float, ...] = ()
-    sampling: str = "all_captions"
+    optimizer: str = setting("adam", choices=("adam", "rmsprop", "sgd"))
+    optimizer_epsilon: float | None = setting(None, above=0)
+    learning_rate: float = setting(2e-4, above=0)
+    batch_size: int = setting(128, minimum=2)  # negatives come from the batch
+    epochs: int = setting(30, minimum=1)
+    lr_decay_epochs: tuple[int, ...] = setting((), minimum=0)
+    lr_decay_factor: float = setting(0.1, above=0, maximum=1)
+    plateau_patience: int = setting(0, minimum=0)
+    grad_clip_norm: float | None = setting(2.0, above=0)
+    validate_every: int = setting(0, minimum=0)
+    early_stopping_patience: int = setting(0, minimum=0)
+    selection_metric: str = setting("rsum", choices=SELECTION_METRICS)
+    phase_patience: int = setting(0, minimum=0)
+    phase_learning_rates: tuple[float, ...] = setting((), above=0)
+    sampling: str = setting("all_captions", choices=("all_captions", "one_caption_per_image"))
     bucket_by_length: bool = False
-    seed: int = 0
-    max_train_images: int | None = None
-    validate_max_images: int | None = None
-    log_every: int = 20
+    seed: int = setting(0, minimum=0)
+    max_train_images: int | None = setting(None, minimum=1)
+    validate_max_images: int | None = setting(None, minimum=1)
+    log_every: int = setting(20, minimum=1)
 
     def __post_init__(self):
-        _check_choice("train.optimizer", self.optimizer, ("adam", "rmsprop", "sgd"))
-        _check_choice(
-            "train.sampling", self.sampling, ("all_captions", "one_caption_per_image")
-        )
-        _check_choice("train.selection_metric", self.selection_metric, SELECTION_METRICS)
-        if self.optimizer_epsilon is not None:
-            if not self.optimizer_epsilon > 0:
-                raise InputError(f"train.optimizer_epsilon must be positive; got {self.optimizer_epsilon}")
-            if self.optimizer == "sgd":
-                raise InputError("train.optimizer_epsilon: SGD has no epsilon")
-        for name in ("max_train_images", "validate_max_images"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise InputError(f"train.{name} must be at least 1 (or null: all images); got {getattr(self, name)}")
-        if self.batch_size < 2:
-            raise InputError("train.batch_size must be at least 2 (negatives come from the batch)")
+        if self.optimizer_epsilon is not None and self.optimizer == "sgd":
+            raise InputError("train.optimizer_epsilon: SGD has no epsilon")
 
 
 @dataclasses.dataclass
@@ -143,11 +177,6 @@ class ExperimentConfig:
 
     def to_json(self):
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
-
-
-def _check_choice(name, value, choices):
-    if value not in choices:
-        raise InputError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
 
 
 def apply_overrides(config, overrides):
@@ -189,10 +218,14 @@ def _rebuild(config, sections):
     for name, values in sections.items():
         cls = classes[name]
         hints = typing.get_type_hints(cls)
-        checked = {
-            field: _coerce(f"{name}.{field}", value, hints[field])
-            for field, value in values.items()
-        }
+        if not isinstance(values, dict):
+            raise InputError(f"{name}: must be a mapping of settings; got {values!r}")
+        checked = {}
+        for field, value in values.items():
+            if field not in hints:
+                raise InputError(f"{name}.{field}: unknown setting; valid: {', '.join(hints)}")
+            checked[field] = _coerce(f"{name}.{field}", value, hints[field])
+            check_value(f"{name}.{field}", checked[field], valid_values(cls, field))
         try:
             built[name] = cls(**checked)
         except (TypeError, ValueError) as error:
@@ -233,8 +266,11 @@ def write_json_atomically(path, text):
 def load_experiment(model_dir, registry):
     """Reads `<model_dir>/config.json` back into an `ExperimentConfig`."""
     path = Path(model_dir) / "config.json"
+    if not path.exists():
+        raise InputError(f"{path}: no config.json; is this a model directory written by train.py?")
+    text = read_text(path)
     try:
-        raw = json.loads(path.read_text())
+        raw = json.loads(text)
         spec = registry.get(raw["model_name"])
         config = ExperimentConfig(
             model_name=raw["model_name"],
@@ -243,9 +279,10 @@ def load_experiment(model_dir, registry):
             train=TrainConfig(),
             data=DataConfig(),
         )
-    except FileNotFoundError:
-        raise InputError(f"{path}: no config.json; is this a model directory written by train.py?") from None
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as error:
+    except (json.JSONDecodeError, KeyError, TypeError) as error:
         raise InputError(f"{path}: unreadable model config ({error})") from None
     sections = {name: raw.get(name, {}) for name in ("model", "train", "data")}
-    return dataclasses.replace(_rebuild(config, sections), image_dim=raw.get("image_dim"))
+    try:
+        return dataclasses.replace(_rebuild(config, sections), image_dim=raw.get("image_dim"))
+    except InputError as error:
+        raise InputError(f"{path}: {error}") from None

@@ -16,7 +16,6 @@ Protocols:
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -186,6 +185,8 @@ def _run(args):
 
     if args.images and not args.projector:
         raise InputError("--images is for the --projector sprite; add --projector DIR")
+    if args.json:
+        readers.check_output_file(args.json, "--json")
     if args.projector:
         embedding_projector.check_directory(args.projector)
     scorer, split = load_model_and_split(args, args.set)
@@ -201,7 +202,7 @@ def _run(args):
     print(f"{args.split or scorer.test_split} split, protocol {args.protocol}:")
     print(format_table(result))
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+        readers.atomic_write(args.json, lambda file: file.write((json.dumps(result, indent=2, sort_keys=True) + "\n").encode()))
     if projector:
         embedding_projector.write_projector(projector, *encodings, split, args.images)
         print(f"projector: tensorboard --logdir {projector}", file=sys.stderr)

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from data.errors import InputError, error_reason
+
 SIGNATURES = ("encode_text", "encode_image", "score", "similarity")
 
 
@@ -74,11 +76,15 @@ def export_saved_model(model, image_dim, path):
     module = ServingModule(model, image_dim)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
-        tf.saved_model.save(
-            module,
-            str(staging),
-            signatures={name: getattr(module, name) for name in SIGNATURES},
-        )
+        try:
+            tf.saved_model.save(
+                module,
+                str(staging),
+                signatures={name: getattr(module, name) for name in SIGNATURES},
+            )
+        except (OSError, tf.errors.OpError) as error:  # a full disk, a quota
+            raise InputError(f"{path}: the SavedModel cannot be written ({error_reason(error)}); "
+                             "any previous export is unchanged") from None
         if path.exists():
             retired = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
             path.rename(retired / path.name)

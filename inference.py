@@ -13,9 +13,8 @@ import tensorflow as tf
 
 import evaluate
 import progress
-from config import EMBEDDED_DATA, apply_overrides, load_experiment
-from data import readers
-from data.errors import InputError
+from config import apply_overrides, load_experiment
+from data.errors import InputError, error_reason
 from data.vocabulary import Vocabulary
 from models import registry
 
@@ -120,10 +119,11 @@ def restore_model(model_dir, overrides=()):
         # Strict: every weight of the model must come from the checkpoint
         # (a setting that changes the weights, such as another layer size,
         # must not leave some of them at their initial values).
-        status = tf.train.Checkpoint(model=model).restore(best)
+        status = restore_checkpoint(tf.train.Checkpoint(model=model), best,
+                                    "the model's best weights are lost: train it again")
         status.expect_partial()  # silences the warning about the checkpoint's own save counter
         status.assert_existing_objects_matched()
-    except (AssertionError, ValueError, tf.errors.OpError) as error:
+    except (AssertionError, ValueError) as error:
         # The half-restored model is discarded with this error; TF would
         # log warnings about its unrestored values when it is collected.
         tf.get_logger().setLevel("ERROR")
@@ -131,6 +131,16 @@ def restore_model(model_dir, overrides=()):
         raise InputError(f"{best}: the checkpoint does not fit the model configured in {model_dir / 'config.json'}"
                          f"{' with ' + ' '.join(overrides) if overrides else ''} ({reason})") from None
     return config, model
+
+
+def restore_checkpoint(checkpoint, path, advice=None):
+    """`checkpoint.restore(path)`; a damaged checkpoint (a truncated or
+    overwritten file) is an `InputError` naming it and giving `advice`, not
+    TensorFlow's IndexError or OpError."""
+    try:
+        return checkpoint.restore(path)
+    except (IndexError, tf.errors.OpError) as error:
+        raise InputError(f"{path}: damaged checkpoint ({error_reason(error)}){'; ' + advice if advice else ''}") from None
 
 
 def check_image_dim(split, image_dim, path):

@@ -114,6 +114,9 @@ def main(argv=None):
 
 
 def _run(args):
+    from data.readers import check_output_file
+
+    check_output_file(args.out, "--out")
     labels = args.label or [Path(run).name for run in args.runs]
     if len(labels) != len(args.runs):
         raise InputError(f"--label given {len(labels)} times for {len(args.runs)} runs")

@@ -136,12 +136,10 @@ def main(argv=None):
 def _run(args):
     if args.queries < 1 or args.k < 1:
         raise InputError(f"--queries and --k must be at least 1; got {args.queries} and {args.k}")
-    out = Path(args.out)
-    if not out.parent.is_dir():
-        raise InputError(f"--out {out}: the directory {out.parent} does not exist")
-    if out.is_dir():
-        raise InputError(f"--out {out} is a directory; give an HTML file name")
     from data import readers
+
+    out = Path(args.out)
+    readers.check_output_file(out, "--out")
 
     scorer, split = evaluate.load_model_and_split(args)
     name = Path(args.model_dir or args.saved_model).name

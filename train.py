@@ -9,6 +9,7 @@ Models and their presets: `python train.py --list`.
 """
 
 import argparse
+import shlex
 import sys
 
 from data.errors import InputError, run_command
@@ -35,7 +36,10 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    return run_command(_run, parse_args(argv))
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    args.command = shlex.join(["python", "train.py", *argv])
+    return run_command(_run, args)
 
 
 def _run(args):
@@ -70,7 +74,7 @@ def _run(args):
         config = spec.experiment(args.preset, overrides)
     model_dir = args.model_dir or f"runs/{config.model_name}"
     strategy = training.make_strategy(args.strategy)
-    results = training.Trainer(config, model_dir, strategy, resume=args.resume).run()
+    results = training.Trainer(config, model_dir, strategy, resume=args.resume, command=args.command).run()
 
     import evaluate
 

@@ -17,7 +17,8 @@ rsum by default):
                      and the model's own diagnostics/...), dev/
                      (every metric), hparams
   results.json       dev and test metrics of the best checkpoint; "fit", what
-                     a fitted model chose; "wall_seconds" (from the start of
+                     a fitted model chose; "command", the command line of
+                     train.py; "wall_seconds" (from the start of
                      the run to these metrics, this process only when
                      resumed) and "peak_memory_bytes" (the process's peak
                      resident memory), for `python -m report`
@@ -47,10 +48,11 @@ import inference
 import progress
 from config import write_json_atomically
 from data import pipeline, readers
-from data.errors import InputError
+from data.errors import InputError, error_reason
 from data.tokenizer import tokenize_strings
 from data.vocabulary import Vocabulary
 from export import export_saved_model
+from layers.text_vectorizer import MAX_INPUT_TOKENS
 from models import registry
 
 log = logging.getLogger("train")
@@ -102,10 +104,13 @@ class Trainer:
       model_dir: where everything is written.
       strategy: a tf.distribute strategy.
       resume: continue the run in `model_dir` instead of starting one.
+      command: the command line that started this process, for
+        results.json.
     """
 
-    def __init__(self, config, model_dir, strategy, resume=False):
+    def __init__(self, config, model_dir, strategy, resume=False, command=None):
         self.config = config
+        self.command = command
         self.model_dir = Path(model_dir)
         self.strategy = strategy
         self.resume = resume
@@ -145,10 +150,9 @@ class Trainer:
         best = tf.train.CheckpointManager(
             tf.train.Checkpoint(model=model), self._private_dir(inference.BEST_DIR), max_to_keep=1
         )
-        if self.resume and last.latest_checkpoint:
-            checkpoint.restore(last.latest_checkpoint).assert_existing_objects_matched()
-            log.info("resumed from %s (epoch %d, step %d of it)", last.latest_checkpoint,
-                     int(state.epoch), int(state.step_in_epoch))
+        if self.resume and last.checkpoints:
+            resumed = _restore_newest_intact(checkpoint, last)
+            log.info("resumed from %s (epoch %d, step %d of it)", resumed, int(state.epoch), int(state.step_in_epoch))
         else:
             # A resumed run killed before its first checkpoint starts over.
             model.adapt(train_split.images)
@@ -163,13 +167,14 @@ class Trainer:
         fit = loop.fit_split(train_split) if model.fits_without_gradients else loop.train(train_data)
 
         best_checkpoint = best.latest_checkpoint
-        tf.train.Checkpoint(model=model).restore(best_checkpoint).expect_partial()
+        inference.restore_checkpoint(tf.train.Checkpoint(model=model), best_checkpoint).expect_partial()
         results = {
             # The best validation's metrics, unless this process never saw it.
             "dev": loop.best_dev_metrics or loop.validate_metrics(),
             "test": inference.score_split(scorer, test_split),
             "checkpoint": best_checkpoint,
             **({"fit": fit} if fit else {}),
+            **({"command": self.command} if self.command else {}),
             "wall_seconds": round(time.monotonic() - start, 1),
             # ru_maxrss is in KiB on Linux.
             "peak_memory_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
@@ -183,6 +188,8 @@ class Trainer:
         if not self.is_chief:
             # Other workers follow the chief, which writes config.json.
             return
+        if self.model_dir.exists() and not self.model_dir.is_dir():
+            raise InputError(f"--model-dir {self.model_dir}: exists and is not a directory")
         has_run = (self.model_dir / "config.json").exists()
         if self.resume and not has_run:
             raise InputError(f"--resume: {self.model_dir} holds no training run to resume")
@@ -219,6 +226,15 @@ class Trainer:
         test_split = readers.load_split(data.path, data.test_split, data.image_features)
         for name, split in ((data.dev_split, dev_split), (data.test_split, test_split)):
             inference.check_image_dim(split, image_dim, f"{data.path} ({name}, {data.image_features})")
+        for split in (train_split, dev_split, test_split):
+            pipeline.check_captions(split, cfg.model.tokenizer, MAX_INPUT_TOKENS)
+        tc = cfg.train
+        pairs = len(train_split.images) if tc.sampling == "one_caption_per_image" else len(train_split.captions)
+        if tc.batch_size > pairs:
+            raise InputError(
+                f"train.batch_size={tc.batch_size} is larger than the {pairs} training pairs of {train_split.captions_file} "
+                f"(train.sampling={tc.sampling})"
+            )
         return train_split, dev_split, test_split
 
     def _word_vectors(self, train_split):
@@ -387,7 +403,7 @@ class _Loop:
         self._enter_phase()
         log.info("phase %d starts at epoch %d from the best checkpoint (dev %s %.4g)",
                  int(state.phase), int(state.epoch), self.cfg.train.selection_metric, float(state.best_score))
-        self.last.save(checkpoint_number=int(state.global_step))
+        _save(self.last, int(state.global_step))
 
     def _enter_phase(self):
         # The train step is traced for the phase's loss.
@@ -421,7 +437,7 @@ class _Loop:
             self.state.best_score.assign(score)
             self.best_dev_metrics = result
             self.state.validations_since_best.assign(0)
-            self.best.save(checkpoint_number=step)
+            _save(self.best, step)
         else:
             self.state.validations_since_best.assign_add(1)
             waited = int(self.state.validations_since_best)
@@ -434,7 +450,7 @@ class _Loop:
                 self.stop = True
                 # The stop is part of the state: a resumed run must not go on.
                 self.state.epoch.assign(int(self.state.phase_start_epoch) + tc.epochs)
-        self.last.save(checkpoint_number=step)
+        _save(self.last, step)
 
     def _set_learning_rate(self):
         tc = self.cfg.train
@@ -548,6 +564,29 @@ def _gather_replicas(context, x):
     before = context.replica_id_in_sync_group * rows
     padding = [[before, (replicas - 1) * rows - before]] + [[0, 0]] * (len(x.shape) - 1)
     return context.all_reduce(tf.distribute.ReduceOp.SUM, tf.pad(x, padding))
+
+
+def _save(manager, number):
+    """Writes a checkpoint; a full disk or a quota is an `InputError` (the
+    manager's index still names the previous, complete checkpoint)."""
+    try:
+        manager.save(checkpoint_number=number)
+    except (OSError, tf.errors.OpError) as error:
+        raise InputError(f"{manager.directory}: the checkpoint of step {number} cannot be written ({error_reason(error)}); "
+                         "the previous one is intact: free space, then continue with --resume") from None
+
+
+def _restore_newest_intact(checkpoint, manager):
+    """Restores the newest checkpoint of `manager` that is not damaged (a
+    file truncated by a crash or a full disk), logging the damaged ones;
+    returns its path."""
+    for path in reversed(manager.checkpoints):
+        try:
+            inference.restore_checkpoint(checkpoint, path).assert_existing_objects_matched()
+            return path
+        except InputError as error:
+            log.warning("%s; trying the previous checkpoint", error)
+    raise InputError(f"{manager.directory}: every checkpoint is damaged; start the run again in a new --model-dir")
 
 
 def _is_chief(strategy):

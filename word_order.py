@@ -123,6 +123,8 @@ def _run(args):
     from config import EMBEDDED_DATA
     from data import readers
 
+    if args.json:
+        readers.check_output_file(args.json, "--json")
     scorers = {directory: inference.CheckpointScorer.from_model_dir(directory) for directory in args.model_dir}
     scorers.update({path: inference.SavedModelScorer(path) for path in args.saved_model})
     results = {}
@@ -151,7 +153,7 @@ def _run(args):
         row(title, [f"{r[key]:.3f}" for r in results.values()])
     row("95% CI of drop", [f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]" for r in results.values()])
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+        readers.atomic_write(args.json, lambda file: file.write((json.dumps(results, indent=2) + "\n").encode()))
     return 0
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from data.errors import InputError
-from data.readers import atomic_write
+from data.readers import atomic_write, read_text
 
 FLOAT = np.dtype("<f4")
 
@@ -118,12 +118,3 @@ def _read_shape(path):
     return int(fields[0]), int(fields[1])
 
 
-def read_text(path):
-    """The text of a small UTF-8 file; InputError naming it if it is
-    missing, not a regular file (a FIFO would hang) or unreadable."""
-    try:
-        if not Path(path).is_file():
-            raise InputError(f"{path}: file not found" if not Path(path).exists() else f"{path}: not a regular file")
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"{path}: unreadable ({error})") from None

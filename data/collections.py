@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from data import readers
-from data.bigfile import BigFile, read_text, write_bigfile
+from data.bigfile import BigFile, write_bigfile
 from data.errors import InputError, run_command
 
 ITEM_EXTENSIONS = (".jpg", ".jpeg", ".png", ".mp4", ".avi", ".webm", ".mkv", ".gif")
@@ -124,7 +124,7 @@ def read_video2frames(path):
     path = Path(path)
     if not path.exists():
         return None
-    text = read_text(path)
+    text = readers.read_text(path)
     try:
         mapping = json.loads(text)
     except (json.JSONDecodeError, RecursionError):
@@ -190,8 +190,7 @@ def main(argv=None):
 
 
 def _run(args):
-    if Path(args.out).is_file():
-        raise InputError(f"--out {args.out}: is a file")
+    readers.check_output_dir(args.out, "--out")
     precomp_to_collections(args.precomp, args.out, args.feature, args.as_frames)
     print(f"collections train, dev, test written to {args.out}")
     return 0

@@ -10,9 +10,22 @@ class InputError(Exception):
     """A user-facing, one-line description of bad input."""
 
 
+def error_reason(error):
+    """The reason an exception gives, short: the first line, without
+    TensorFlow's node names and op tags, and for "<file>; <reason>" the
+    reason only (e.g. "File too large" from a failed checkpoint write)."""
+    import re
+
+    message = str(getattr(error, "message", None) or error).strip() or type(error).__name__
+    message = re.sub(r"\{\{[^}]*\}\}\s*|\s*\[Op:\w+\]", "", message).strip()
+    line = next((line for line in message.splitlines() if line.strip()), message)
+    return line.rsplit("; ", 1)[-1][:200]
+
+
 def run_command(body, args):
     """Runs a command-line entry point's body and returns its exit status:
-    an `InputError` becomes `error: <message>` on stderr and status 2.
+    an `InputError` (bad input) or an `OSError` (the environment: a full
+    disk, a permission) becomes `error: <message>` on stderr and status 2.
 
     `args.quiet` (when the command has `--quiet`) turns progress bars off;
     log lines are routed around the bars so they do not break them."""
@@ -30,4 +43,7 @@ def run_command(body, args):
             return body(args)
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # the environment: a full disk, permissions, a vanished file
+        print(f"error: {error.filename + ': ' if error.filename else ''}{error.strerror or error}", file=sys.stderr)
         return 2

@@ -332,6 +332,7 @@ def _run(args):
     images = Path(args.images)
     if not images.is_dir():
         raise InputError(f"--images {images}: folder not found")
+    readers.check_output_dir(args.out, "--out")
     # Every split is checked before the (slow) network is built.
     splits = {}
     for split in args.splits.split(","):

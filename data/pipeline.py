@@ -23,6 +23,9 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
+from data.errors import InputError
+from data.tokenizer import TOKENIZERS
+
 # Bucketing sorts this many batches' worth of captions by length at a time.
 BUCKET_POOL_BATCHES = 50
 
@@ -42,6 +45,25 @@ class TokenizedSplit:
     token_ids: np.ndarray
     lengths: np.ndarray
     caption_image: np.ndarray
+
+
+def check_captions(split, tokenizer, max_tokens, batch_size=8192):
+    """Fails, naming the captions file, unless every caption of a
+    `readers.RetrievalSplit` has between 1 and `max_tokens` tokens under
+    `tokenizer` (what the models' `TextVectorizer` accepts): checked before
+    any work, not when the split's turn comes."""
+    captions = split.captions
+    lengths = np.concatenate([
+        TOKENIZERS[tokenizer](tf.constant(captions[start:start + batch_size])).row_lengths().numpy()
+        for start in range(0, len(captions), batch_size)
+    ])
+    bad = np.flatnonzero((lengths < 1) | (lengths > max_tokens))
+    if bad.size:
+        line = int(bad[0])
+        raise InputError(
+            f"{split.captions_file}: caption {line + 1} has {lengths[line]} tokens ({tokenizer} tokenizer); "
+            f"a caption needs 1 to {max_tokens} ({captions[line][:60]!r})"
+        )
 
 
 def tokenize_split(split, vectorizer, batch_size=4096):

@@ -21,6 +21,7 @@ the file.
 import dataclasses
 import json
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -150,10 +151,11 @@ def load_precomp(root, split, image_features="ims"):
 
 
 def _load_features(path):
+    if not Path(path).exists():
+        raise InputError(f"{path}: feature file not found")
+    _check_npy_size(path)
     try:
         features = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise InputError(f"{path}: feature file not found") from None
     except (OSError, ValueError, EOFError) as error:
         raise InputError(f"{path}: not a readable .npy array ({str(error).splitlines()[0]})") from None
     real = np.issubdtype(features.dtype, np.integer) or np.issubdtype(features.dtype, np.floating)
@@ -164,6 +166,27 @@ def _load_features(path):
     if not finite.all():
         raise InputError(f"{path}: row {int(np.argmin(finite))} holds NaN or inf")
     return features
+
+
+def _check_npy_size(path):
+    """Fails unless the array an .npy header announces fits in the file, so
+    that a corrupt header cannot make NumPy allocate terabytes."""
+    check_file(path)
+    try:
+        with open(path, "rb") as file:
+            version = np.lib.format.read_magic(file)
+            read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+            if version not in read_header:
+                return  # a newer format: np.load checks it
+            shape, _, dtype = read_header[version](file)
+            offset = file.tell()
+    except (OSError, ValueError, EOFError) as error:
+        raise InputError(f"{path}: not a readable .npy array ({str(error).splitlines()[0]})") from None
+    needed = offset + int(np.prod(shape, dtype=object)) * dtype.itemsize
+    size = os.path.getsize(path)
+    if needed > size:
+        raise InputError(f"{path}: its header announces a {' x '.join(map(str, shape))} {dtype} array "
+                         f"({needed:,} bytes) but the file has {size:,} bytes; truncated or corrupt")
 
 
 def check_image_files(directory, image_ids, argument="--images"):
@@ -179,14 +202,49 @@ def check_image_files(directory, image_ids, argument="--images"):
         )
 
 
-def read_lines(path, what):
-    """The stripped lines of a text file; an empty line is an error."""
+def check_file(path):
+    """Raises `InputError` naming `path` unless it is a regular file: not
+    found, or a directory, FIFO or device (reading a FIFO would wait for a
+    writer forever)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        mode = os.stat(path).st_mode
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
+    except OSError as error:
+        raise InputError(f"{path}: unreadable ({error.strerror})") from None
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{path}: not a regular file (a directory, FIFO or device)")
+
+
+def check_output_file(path, argument):
+    """Fails, before any work, unless `path` can be written as a file: its
+    directory exists and it is not itself a directory."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise InputError(f"{argument} {path}: the directory {path.parent} does not exist")
+    if path.is_dir():
+        raise InputError(f"{argument} {path}: is a directory; give a file name")
+
+
+def check_output_dir(path, argument):
+    """Fails, before any work, if `path` exists and is not a directory."""
+    if Path(path).exists() and not Path(path).is_dir():
+        raise InputError(f"{argument} {path}: exists and is not a directory")
+
+
+def read_text(path):
+    """The text of a UTF-8 file; `InputError` naming it if it is missing,
+    not a regular file or unreadable."""
+    check_file(path)
+    try:
+        return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise InputError(f"{path}: unreadable ({error})") from None
+
+
+def read_lines(path, what):
+    """The stripped lines of a text file; an empty line is an error."""
+    text = read_text(path)
     # Lines end at "\n" only (as VSE++ reads them): `str.splitlines` would
     # also split a caption at U+2028, \x1c and the like.
     lines = text.split("\n")
@@ -254,14 +312,13 @@ def read_karpathy_json(path, split):
     if split not in SPLITS:
         raise InputError(f"split {split!r}: choose one of {', '.join(SPLITS)}")
     wanted = {"train": ("train", "restval"), "dev": ("val",), "test": ("test",)}[split]
+    text = read_text(path)
     try:
-        images = json.loads(path.read_text(encoding="utf-8"))["images"]
+        images = json.loads(text)["images"]
         selected = [im for im in images if im["split"] in wanted]
         image_files = [str(Path(im.get("filepath", "")) / im["filename"]) for im in selected]
         captions = [[s["raw"].strip() for s in im["sentences"]][:CAPTIONS_PER_IMAGE] for im in selected]
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
         raise InputError(f"{path}: not a Karpathy dataset JSON ({type(error).__name__}: {error})") from None
     return ImageCaptions(image_files=image_files, captions=captions)
 
@@ -334,6 +391,8 @@ def atomic_write(path, write):
             file.flush()
             os.fsync(file.fileno())
         os.replace(tmp, path)
+    except OSError as error:
+        raise InputError(f"{path}: cannot be written ({error.strerror}); any previous version is unchanged") from None
     finally:
         if tmp.exists():
             tmp.unlink()

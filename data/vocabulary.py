@@ -2,10 +2,9 @@
 
 import collections
 import json
-from pathlib import Path
 
 from data.errors import InputError
-from data.readers import atomic_write
+from data.readers import atomic_write, read_text
 from data.tokenizer import tokenize_strings
 
 PAD, UNK = "<pad>", "<unk>"
@@ -74,12 +73,7 @@ class Vocabulary:
     def load(cls, path):
         """Reads a file written by `save`; raises InputError naming it if it
         is missing, unreadable or not a vocabulary."""
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InputError(f"{path}: vocabulary file not found") from None
-        except (OSError, UnicodeDecodeError) as error:
-            raise InputError(f"{path}: cannot read the vocabulary file ({error})") from None
+        text = read_text(path)
         try:
             content = json.loads(text)
             tokens = content["tokens"]

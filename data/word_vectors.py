@@ -19,6 +19,7 @@ from gensim.models import KeyedVectors, Word2Vec
 
 from data.bigfile import BigFile, is_bigfile
 from data.errors import InputError
+from data.readers import check_file
 
 # Words without a vector start as the model's own embedding does (VSE++
 # draws every word embedding uniformly from [-0.1, 0.1]).
@@ -64,22 +65,31 @@ def _bigfile_vectors(path):
 
 
 def _sniff_format(path):
-    """(has a word2vec header, is binary) from the first two lines of `path`."""
-    opener = gzip.open if path.suffix == ".gz" else open
+    """(has a word2vec header, is binary) from the first two lines of `path`;
+    a header announcing more vectors than the file can hold is an error
+    (gensim would allocate them all first)."""
+    check_file(path)
+    gzipped = path.suffix == ".gz"
     try:
-        with opener(path, "rb") as file:
-            first = file.readline()
-            second = file.readline()
-    except FileNotFoundError:
-        raise InputError(f"{path}: word vector file not found") from None
-    except OSError as error:
+        with (gzip.open if gzipped else open)(path, "rb") as file:
+            first = file.readline(1000)
+            second = file.readline(1 << 20)
+    except (OSError, EOFError) as error:
         raise InputError(f"{path}: unreadable ({error})") from None
     if not first.strip():
         raise InputError(f"{path}: empty word vector file")
     header = first.split()
     if len(header) != 2 or not all(field.isdigit() for field in header):
         return False, False
-    return True, not _is_text_vector(second, int(header[1]))
+    rows, dimension = map(int, header)
+    binary = not _is_text_vector(second, dimension)
+    # A binary vector takes 4 bytes a value, a text one at least 2 ("0 "),
+    # and deflate compresses at most 1032:1.
+    capacity = path.stat().st_size * (1032 if gzipped else 1)
+    if rows * dimension * (4 if binary else 2) > capacity:
+        raise InputError(f"{path}: its header announces {rows:,} vectors of {dimension} values, more than the "
+                         f"file's {path.stat().st_size:,} bytes can hold; truncated or corrupt")
+    return True, binary
 
 
 def _is_text_vector(line, dimension):

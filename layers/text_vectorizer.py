@@ -6,6 +6,10 @@ import tensorflow as tf
 from data.tokenizer import TOKENIZERS
 
 
+# The default bound on a caption's tokens (before any cut to `max_length`).
+MAX_INPUT_TOKENS = 512
+
+
 @keras.saving.register_keras_serializable(package="retrieval_zoo")
 class TextVectorizer(keras.layers.Layer):
     """Tokenises captions in-graph and maps tokens to vocabulary ids.
@@ -43,7 +47,7 @@ class TextVectorizer(keras.layers.Layer):
         tf.function and in a reloaded SavedModel alike.
     """
 
-    def __init__(self, vocabulary, max_length=None, max_input_tokens=512, tokenizer="treebank", **kwargs):
+    def __init__(self, vocabulary, max_length=None, max_input_tokens=MAX_INPUT_TOKENS, tokenizer="treebank", **kwargs):
         kwargs.setdefault("trainable", False)
         super().__init__(**kwargs)
         self.vocabulary = list(vocabulary)

@@ -70,7 +70,7 @@ import tensorflow as tf
 from keras import layers as keras_layers
 from keras import ops
 
-from config import TrainConfig
+from config import TrainConfig, setting
 from data.errors import InputError
 from data.tokenizer import TOKENIZERS
 from data.vocabulary import Vocabulary
@@ -117,45 +117,35 @@ class MCNNConfig:
         and st models, in that order.
     """
 
-    variant: str = "st"
-    word_dim: int = 50
-    embed_dim: int = 256
-    feature_maps: tuple[int, ...] = (200, 300, 300)
-    window: int = 3
-    hidden_units: tuple[int, ...] = (400,)
-    max_length: int = 30
-    dropout: float = 0.1
-    margin: float = 0.5
-    negatives_per_pair: int = 1
-    max_block_elements: int = 2**24
-    tokenizer: str = "treebank"
-    vocab_min_count: int = 1
-    vocab_max_size: int | None = None
+    variant: str = setting("st", choices=(*VARIANTS, ENSEMBLE))
+    word_dim: int = setting(50, minimum=1)
+    embed_dim: int = setting(256, minimum=1)
+    feature_maps: tuple[int, ...] = setting((200, 300, 300), minimum=1)
+    window: int = setting(3, minimum=1)
+    hidden_units: tuple[int, ...] = setting((400,), minimum=1)
+    max_length: int = setting(30, minimum=1)
+    dropout: float = setting(0.1, minimum=0, below=1)
+    margin: float = setting(0.5, minimum=0)
+    negatives_per_pair: int = setting(1, minimum=1)
+    max_block_elements: int = setting(2**24, minimum=1)
+    tokenizer: str = setting("treebank", choices=TOKENIZERS)
+    vocab_min_count: int = setting(1, minimum=1)
+    vocab_max_size: int | None = setting(None, minimum=1)
     word_vectors: str | None = "word2vec"
     members: tuple[str, ...] = ()
 
     def __post_init__(self):
-        if self.variant not in (*VARIANTS, ENSEMBLE):
-            raise ValueError(f"variant must be one of {', '.join((*VARIANTS, ENSEMBLE))}, got {self.variant!r}")
         if self.members and self.variant != ENSEMBLE:
             raise ValueError(f"members are the model directories of an ensemble (variant 'ens'), not of {self.variant!r}")
-        if self.tokenizer not in TOKENIZERS:
-            raise ValueError(f"tokenizer must be one of {sorted(TOKENIZERS)}, got {self.tokenizer!r}")
-        if len(self.feature_maps) != 3 or min(self.feature_maps) < 1:
-            raise ValueError(f"feature_maps must be three positive sizes, got {list(self.feature_maps)}")
-        if not self.hidden_units or min(self.hidden_units) < 1:
-            raise ValueError(f"hidden_units must be positive sizes, got {list(self.hidden_units)}")
-        if self.window < 1 or stage_lengths(self.max_length, self.window)[-1] < 1:
+        if len(self.feature_maps) != 3:
+            raise ValueError(f"feature_maps must be three sizes, got {list(self.feature_maps)}")
+        if not self.hidden_units:
+            raise ValueError("hidden_units must list at least one size")
+        if stage_lengths(self.max_length, self.window)[-1] < 1:
             raise ValueError(
                 f"max_length={self.max_length} with window {self.window} leaves no position after three "
                 "convolutions and poolings"
             )
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if self.negatives_per_pair < 1:
-            raise ValueError(f"negatives_per_pair must be at least 1, got {self.negatives_per_pair}")
-        if min(self.word_dim, self.embed_dim, self.max_block_elements) < 1:
-            raise ValueError("word_dim, embed_dim and max_block_elements must be positive")
 
 
 def stage_lengths(max_length, window=3, pool=2):

@@ -59,7 +59,7 @@ import dataclasses
 
 import keras
 
-from config import TrainConfig
+from config import TrainConfig, setting
 from layers.capsule_gru import CapsuleGRU
 from layers.capsule_mask_regularization import CapsuleMaskRegularization
 from layers.capsule_routing import CapsuleRouting
@@ -101,25 +101,15 @@ class RCNConfig(VSEConfig):
     vocab_max_size: int | None = 5000
     max_length: int | None = 16
     word_vectors: str | None = "word2vec"
-    num_capsules: int = 4
-    recursions: int = 4
-    regularization: float = 0.05
-    routing_epsilon: float = 1e-4
-    routing: str = "literal"
-    regularized_masks: str = "routed"
+    num_capsules: int = setting(4, minimum=1)
+    recursions: int = setting(4, minimum=0)
+    regularization: float = setting(0.05, minimum=0)
+    routing_epsilon: float = setting(1e-4, above=0)
+    routing: str = setting("literal", choices=ROUTINGS)
+    regularized_masks: str = setting("routed", choices=REGULARIZED_MASKS)
 
     def __post_init__(self):
         super().__post_init__()
-        if self.routing not in ROUTINGS:
-            raise ValueError(f"routing must be one of {', '.join(ROUTINGS)}, got {self.routing!r}")
-        if self.regularized_masks not in REGULARIZED_MASKS:
-            raise ValueError(
-                f"regularized_masks must be one of {', '.join(REGULARIZED_MASKS)}, got {self.regularized_masks!r}"
-            )
-        if self.num_capsules < 1 or self.recursions < 0:
-            raise ValueError(
-                f"need num_capsules >= 1 and recursions >= 0, got {self.num_capsules} and {self.recursions}"
-            )
         if self.regularization and (self.num_capsules < 2 or self.recursions < 1):
             raise ValueError(
                 "regularization (eq. 14) needs num_capsules >= 2 and recursions >= 1, got "

@@ -20,7 +20,7 @@ import keras
 from keras import layers as keras_layers
 from keras import ops
 
-from config import TrainConfig
+from config import TrainConfig, setting
 from data.tokenizer import TOKENIZERS
 from layers.cosine_similarity import CosineSimilarity
 from layers.full_network_embedding import FullNetworkEmbedding
@@ -77,25 +77,22 @@ class VSEConfig:
         `data.image_features=stages`).
     """
 
-    word_dim: int = 300
-    embed_dim: int = 1024
-    margin: float = 0.2
+    word_dim: int = setting(300, minimum=1)
+    embed_dim: int = setting(1024, minimum=1)
+    margin: float = setting(0.2, minimum=0)
     hinge: str = "max"
-    loss_reduction: str = "sum"
-    tokenizer: str = "treebank"
-    vocab_min_count: int = 4
-    vocab_max_size: int | None = None
-    max_length: int | None = None
+    loss_reduction: str = setting("sum", choices=("sum", "mean"))
+    tokenizer: str = setting("treebank", choices=TOKENIZERS)
+    vocab_min_count: int = setting(4, minimum=1)
+    vocab_max_size: int | None = setting(None, minimum=1)
+    max_length: int | None = setting(None, minimum=1)
     word_vectors: str | None = None
-    similarity: str = "cosine"
+    similarity: str = setting("cosine", choices=SIMILARITIES)
     absolute: bool = False
     image_bias: bool = True
-    image_input: str = "raw"
+    image_input: str = setting("raw", choices=IMAGE_INPUTS)
 
     def __post_init__(self):
-        for name, choices in (("similarity", SIMILARITIES), ("image_input", IMAGE_INPUTS), ("tokenizer", TOKENIZERS)):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"{name} must be one of {sorted(choices)}, got {getattr(self, name)!r}")
         if not all(phase in HINGE_LOSSES for phase in self.hinge.split("-")):
             raise ValueError(f"hinge must be 'sum', 'max' or phases such as 'sum-max', got {self.hinge!r}")
 

@@ -72,7 +72,7 @@ import keras
 from keras import layers as keras_layers
 from keras import ops
 
-from config import EMBEDDED_DATA, TrainConfig
+from config import EMBEDDED_DATA, TrainConfig, setting
 from data.tokenizer import TOKENIZERS, tokenize_strings
 from data.vocabulary import Vocabulary
 from layers.bag_of_words import BagOfWords
@@ -126,31 +126,26 @@ class W2VVConfig:
         drawn from U(-a, a) (1.0, the public code's).
     """
 
-    scales: tuple[str, ...] = SCALES
-    word_dim: int = 500
-    gru_units: int = 1024
-    max_gru_tokens: int = 32
-    hidden_units: tuple[int, ...] = (2048,)
-    dropout: float = 0.2
-    loss: str = "mse"
-    margin: float = 0.2
-    similarity: str = "cosine"
-    tokenizer: str = "alnum"
-    vocab_min_count: int = 5
+    scales: tuple[str, ...] = setting(SCALES, choices=SCALES)
+    word_dim: int = setting(500, minimum=1)
+    gru_units: int = setting(1024, minimum=1)
+    max_gru_tokens: int = setting(32, minimum=1)
+    hidden_units: tuple[int, ...] = setting((2048,), minimum=1)
+    dropout: float = setting(0.2, minimum=0, below=1)
+    loss: str = setting("mse", choices=LOSSES)
+    margin: float = setting(0.2, minimum=0)
+    similarity: str = setting("cosine", choices=SIMILARITIES)
+    tokenizer: str = setting("alnum", choices=TOKENIZERS)
+    vocab_min_count: int = setting(5, minimum=1)
     word_vectors: str | None = "word2vec"
-    max_vector_words: int | None = None
-    missing_word_init: float = 1.0
+    max_vector_words: int | None = setting(None, minimum=1)
+    missing_word_init: float = setting(1.0, minimum=0)
 
     def __post_init__(self):
-        if not self.scales or len(set(self.scales)) != len(self.scales) or not set(self.scales) <= set(SCALES):
+        if not self.scales or len(set(self.scales)) != len(self.scales):
             raise ValueError(f"scales must be distinct values of {SCALES}, got {list(self.scales)}")
-        for name, choices in (("loss", LOSSES), ("similarity", SIMILARITIES), ("tokenizer", TOKENIZERS)):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"{name} must be one of {sorted(choices)}, got {getattr(self, name)!r}")
         if "word2vec" in self.scales and self.word_vectors is None:
             raise ValueError("the word2vec scale needs word_vectors (a file or 'word2vec')")
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
 
 
 def w2vv_vocabulary(config, train_captions, word_vectors=None):

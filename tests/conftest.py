@@ -14,6 +14,24 @@ TINY = [
 
 
 @pytest.fixture(scope="session")
+def sample_data(tmp_path_factory):
+    """A precomp "test" split of the 8 test images embedded as JPEGs
+    (`data/flickr8k_images_sample/`): their features, captions and ids."""
+    import numpy as np
+
+    from tests.helpers import EMBEDDED_DATA, EMBEDDED_IMAGES
+
+    root = tmp_path_factory.mktemp("sample_data")
+    ids = EMBEDDED_DATA.joinpath("test_ids.txt").read_text().splitlines()[:8]
+    assert sorted(ids) == sorted(p.name for p in EMBEDDED_IMAGES.glob("*.jpg"))
+    np.save(root / "test_ims.npy", np.load(EMBEDDED_DATA / "test_ims.npy")[:8])
+    captions = EMBEDDED_DATA.joinpath("test_caps.txt").read_text().splitlines()[:40]
+    root.joinpath("test_caps.txt").write_text("\n".join(captions) + "\n")
+    root.joinpath("test_ids.txt").write_text("\n".join(ids) + "\n")
+    return root
+
+
+@pytest.fixture(scope="session")
 def trained(tmp_path_factory):
     """A tiny `gru` run of the quick preset (160 training images, 2 epochs)."""
     model_dir = tmp_path_factory.mktemp("run") / "gru"

@@ -1,20 +1,43 @@
 """Shared test helpers: real-data locations and the layer test case.
 
+Tests read the small real data embedded in the repository (`data/`). The
+few that need the large development data beside the repository
+(`../shared/data/`: the per-stage Full-Network-Embedding features) get it
+through `shared_data`, which skips them where it is absent (a user's clone)
+and fails them when `ZOO_REQUIRE_SHARED_DATA=1` (CI, which has it).
+
 `run_layer_test` gives every layer of `layers/` the same checks, in the
 spirit of keras-hub's `TestCase.run_layer_test`: config and serialization
 round trips, symbolic and eager calls, one training step, a gradient for
 every trainable variable, and no NaN.
 """
 
+import os
 from pathlib import Path
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
 EMBEDDED_DATA = REPO / "data" / "f8k_precomp"
+EMBEDDED_TEXT = REPO / "data" / "flickr8k_text"
+EMBEDDED_IMAGES = REPO / "data" / "flickr8k_images_sample"  # the first 8 test images
+EMBEDDED_GLOVE = REPO / "data" / "glove_6b_50d" / "glove.6B.50d.flickr8k.txt"
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def shared_data(name):
+    """`../shared/data/<name>`, the large development data; skips the
+    calling test when it is absent, fails it when ZOO_REQUIRE_SHARED_DATA=1."""
+    path = SHARED_DATA / name
+    if not path.exists():
+        reason = f"needs the development data {path} (put the project's shared/data/ beside the repository)"
+        if os.environ.get("ZOO_REQUIRE_SHARED_DATA") == "1":
+            pytest.fail(f"ZOO_REQUIRE_SHARED_DATA=1: {reason}")
+        pytest.skip(reason)
+    return path
 
 
 def run_layer_test(layer_cls, init_kwargs, inputs, expected_output_shape=None, input_gradients=True):

@@ -13,6 +13,11 @@ def test_bench_reports_throughput_and_cost_relative_to_the_first_model(capsys):
     assert second["step_time_vs_first"] == round(second["train_step_ms"] / first["train_step_ms"], 2)
 
 
+def test_bad_input_is_a_one_line_error(capsys):
+    assert bench.main(["--model", "gru", "--preset", "huge"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --preset 'huge': model 'gru' has presets paper, quick"
+
+
 def test_bench_times_evaluation(capsys):
     assert bench.main(["--model", "gru", "--preset", "quick", *TINY, "--eval-split", "dev"]) == 0
     report = json.loads(capsys.readouterr().out)

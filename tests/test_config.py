@@ -1,6 +1,9 @@
+import json
+import typing
+
 import pytest
 
-from config import load_experiment, write_json_atomically
+from config import load_experiment, valid_values, write_json_atomically
 from data.errors import InputError
 from models import registry
 
@@ -27,12 +30,66 @@ def test_paper_preset_holds_the_papers_values():
     ("train.optimizer=adagrad", "train.optimizer must be one of"),
     ("model.hinge=median", "hinge must be .sum., .max. or phases"),
     ("train.selection_metric=i2t_medr", "train.selection_metric must be one of"),
-    ("train.optimizer_epsilon=0", "train.optimizer_epsilon must be positive"),
+    ("train.optimizer_epsilon=0", "train.optimizer_epsilon must be > 0"),
+    ("train.optimizer=sgd", None),
+    ("train.learning_rate=-1", "train.learning_rate must be > 0; got -1.0"),
+    ("train.epochs=0", "train.epochs must be >= 1; got 0"),
+    ("train.batch_size=1", "train.batch_size must be >= 2"),
+    ("train.lr_decay_factor=1.5", "train.lr_decay_factor must be <= 1"),
+    ("train.lr_decay_epochs=[3,-1]", "train.lr_decay_epochs must be >= 0; got -1"),
+    ("model.max_length=0", "model.max_length must be >= 1"),
 ])
 def test_bad_overrides_are_one_line_input_errors(override, message):
+    if message is None:  # the paper's SGD after Adam's epsilon: fine
+        registry.get("gru").experiment("paper", [override])
+        return
     with pytest.raises(InputError, match=message) as error:
         registry.get("gru").experiment("paper", [override])
     assert "\n" not in str(error.value)
+
+
+def _numeric(hint):
+    """Whether a field's type hint is a number, an optional one or a tuple of them."""
+    args = typing.get_args(hint)
+    return hint in (int, float) or any(_numeric(arg) for arg in args if arg is not type(None) and arg is not Ellipsis)
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_every_setting_of_every_model_is_range_checked(name):
+    """Every preset of every registered model passes the checks; every
+    numeric setting declares its valid range, and a value outside it stops
+    the config, naming the setting."""
+    spec = registry.get(name)
+    for preset in ("paper", *spec.presets):
+        config = spec.experiment(preset)
+        for section in ("model", "train", "data"):
+            cls = type(getattr(config, section))
+            for field, hint in typing.get_type_hints(cls).items():
+                if not _numeric(hint):
+                    continue
+                valid = valid_values(cls, field)
+                assert {"minimum", "above"} & set(valid), f"{cls.__name__}.{field} declares no lower bound"
+                low = valid.get("minimum", valid.get("above"))
+                bad = low - 1 if "minimum" in valid else low
+                value = [bad] if typing.get_origin(hint) is tuple or tuple in map(typing.get_origin, typing.get_args(hint)) else bad
+                with pytest.raises(InputError, match=rf"^{section}\.{field} must be"):
+                    spec.experiment(preset, [f"{section}.{field}={json.dumps(value)}"])
+
+
+def test_a_hand_edited_config_json_is_checked_naming_the_file(tmp_path):
+    config = registry.get("rcn").experiment("quick")
+    raw = json.loads(config.to_json())
+    for section, field, value, message in [
+        ("train", "learning_rate", -0.1, "train.learning_rate must be > 0"),
+        ("model", "num_capsules", 0, "model.num_capsules must be >= 1"),
+        ("model", "capsules", 3, "model.capsules: unknown setting"),
+        ("train", "epochs", "many", "train.epochs must be of type int"),
+    ]:
+        edited = json.loads(json.dumps(raw))
+        edited[section][field] = value
+        (tmp_path / "config.json").write_text(json.dumps(edited))
+        with pytest.raises(InputError, match=f"^{tmp_path / 'config.json'}: {message}"):
+            load_experiment(tmp_path, registry)
 
 
 def test_unknown_model_and_preset():
@@ -59,7 +116,7 @@ def test_registering_a_name_twice_fails():
 @pytest.mark.parametrize("override, message", [
     ("model.scales=[]", "scales must be distinct values"),
     ("model.scales=[\"bow\",\"bow\"]", "scales must be distinct values"),
-    ("model.scales=[\"tfidf\"]", "scales must be distinct values"),
+    ("model.scales=[\"tfidf\"]", "model.scales must be one of bow, word2vec, gru"),
     ("model.word_vectors=null", "the word2vec scale needs word_vectors"),
     ("model.loss=l1", "loss must be one of"),
     ("model.similarity=euclid", "similarity must be one of"),

@@ -5,9 +5,7 @@ import numpy as np
 import pytest
 
 import evaluate
-from tests.helpers import EMBEDDED_DATA, SHARED_DATA
-
-IMAGES = SHARED_DATA / "flickr8k_images_test"
+from tests.helpers import EMBEDDED_IMAGES as IMAGES
 
 
 def projector_client(logdir):
@@ -24,14 +22,14 @@ def projector_client(logdir):
     return test.Client(lambda environ, start: apps[Request(environ).path](environ, start))
 
 
-def test_projector_holds_the_encodings_metadata_and_sprite(trained, tmp_path, capsys):
+def test_projector_holds_the_encodings_metadata_and_sprite(trained, sample_data, tmp_path, capsys):
     import tensorflow as tf
 
     import inference
     from data import readers
 
     logdir = tmp_path / "projector"
-    argv = ["--model-dir", str(trained), "--projector", str(logdir), "--images", str(IMAGES)]
+    argv = ["--model-dir", str(trained), "--data", str(sample_data), "--projector", str(logdir), "--images", str(IMAGES)]
     assert evaluate.main(argv) == 0
     capsys.readouterr()
     # Written twice: a directory written by --projector is replaced.
@@ -41,18 +39,18 @@ def test_projector_holds_the_encodings_metadata_and_sprite(trained, tmp_path, ca
     assert client.get("/runs").json == ["."]
     [info] = client.get("/info?run=.").json["embeddings"]
     name = info["tensorName"]
-    assert info["tensorShape"] == [6000, 32] and info["sprite"]["singleImageDim"] == [48, 48]
-    split = readers.load_split(EMBEDDED_DATA, "test", "ims")
+    assert info["tensorShape"] == [48, 32] and info["sprite"]["singleImageDim"] == [48, 48]
+    split = readers.load_split(sample_data, "test", "ims")
     scorer = inference.CheckpointScorer.from_model_dir(trained)
     expected = np.concatenate([scorer.encode_images(split.images), scorer.encode_texts(split.captions)])
-    tensor = np.frombuffer(client.get(f"/tensor?run=.&name={name}").get_data(), np.float32).reshape(6000, 32)
+    tensor = np.frombuffer(client.get(f"/tensor?run=.&name={name}").get_data(), np.float32).reshape(48, 32)
     np.testing.assert_allclose(tensor, expected, rtol=1e-5, atol=1e-6)
     rows = client.get(f"/metadata?run=.&name={name}").get_data(as_text=True).splitlines()
-    assert rows[0] == "modality\timage\tcaption" and len(rows) == 6001
+    assert rows[0] == "modality\timage\tcaption" and len(rows) == 49
     assert rows[1] == f"image\t{split.image_ids[0]}\t"
-    assert rows[1001] == f"caption\t{split.image_ids[0]}\t{split.captions[0]}"
+    assert rows[9] == f"caption\t{split.image_ids[0]}\t{split.captions[0]}"
     sprite = tf.io.decode_png(client.get(f"/sprite_image?run=.&name={name}").get_data()).numpy()
-    assert sprite.shape == (78 * 48, 78 * 48, 3)  # ceil(sqrt(6000)) = 78 tiles a side
+    assert sprite.shape == (7 * 48, 7 * 48, 3)  # ceil(sqrt(48)) = 7 tiles a side
     first = tf.image.resize(tf.io.decode_jpeg(tf.io.read_file(str(IMAGES / split.image_ids[0]))), (48, 48),
                             antialias=True).numpy()
     np.testing.assert_allclose(sprite[:48, :48], np.clip(first, 0, 255).astype(np.uint8), atol=1)

@@ -5,9 +5,8 @@ import numpy as np
 import pytest
 
 import show_retrievals
-from tests.helpers import SHARED_DATA
-
-IMAGES = SHARED_DATA / "flickr8k_images_test"
+from tests.helpers import EMBEDDED_IMAGES as IMAGES
+from tests.helpers import EMBEDDED_TEXT
 
 
 class _Page(html.parser.HTMLParser):
@@ -30,7 +29,8 @@ class _Page(html.parser.HTMLParser):
             index = int(attrs["data-caption"] if tag == "li" else attrs["data-image"])
             self.queries[-1][2].append((index, int(attrs["data-match"])))
             self._result = index if tag == "li" else None
-            self.texts[index] = ""
+            if tag == "li":  # a caption's text (image results share the index space)
+                self.texts[index] = ""
         if tag == "img":
             self.sources.append(attrs["src"])
 
@@ -50,19 +50,19 @@ def parse(path):
 
 
 @pytest.mark.parametrize("source", ["--model-dir", "--saved-model"])
-def test_page_shows_the_models_top_k_with_existing_images(trained, source, tmp_path, capsys):
+def test_page_shows_the_models_top_k_with_existing_images(trained, sample_data, source, tmp_path, capsys):
     import inference
     from data import readers
-    from tests.helpers import EMBEDDED_DATA
 
     model = str(trained if source == "--model-dir" else trained / "saved_model")
     out = tmp_path / "page.html"
-    argv = [source, model, "--images", str(IMAGES), "--queries", "3", "--k", "4", "--out", str(out)]
+    argv = [source, model, "--data", str(sample_data), "--images", str(IMAGES), "--queries", "3", "--k", "4",
+            "--out", str(out)]
     assert show_retrievals.main(argv) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     page = parse(out)
 
-    split = readers.load_split(EMBEDDED_DATA, "test", "ims")
+    split = readers.load_split(sample_data, "test", "ims")
     scorer = inference.CheckpointScorer.from_model_dir(trained)
     sims = scorer.similarity(scorer.encode_images(split.images), scorer.encode_texts(split.captions))
     kinds = [kind for kind, _, _ in page.queries]
@@ -97,7 +97,7 @@ def test_without_images_the_page_names_them(trained, tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["--images", "/nonexistent"], "not a directory"),
-    (["--images", str(SHARED_DATA / "flickr8k_text")], "1000 of the split's 1000 images are missing"),
+    (["--images", str(EMBEDDED_TEXT)], "1000 of the split's 1000 images are missing"),
     (["--queries", "0"], "at least 1"),
     (["--out", "/nonexistent/page.html"], "does not exist"),
 ])

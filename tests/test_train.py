@@ -1,6 +1,8 @@
 """End-to-end runs of train.py's main on a tiny subset of the embedded data."""
 
 import json
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,7 +13,7 @@ import pytest
 
 import train
 from tests.conftest import TINY
-from tests.helpers import REPO
+from tests.helpers import EMBEDDED_DATA, REPO
 
 
 
@@ -26,6 +28,7 @@ def test_training_writes_config_vocab_checkpoints_logs_results_and_export(traine
     assert results["test"]["rsum"] > 6 and results["test"]["t2i_medr"] < 400
     # For `python -m report`: a gradient-trained model fits nothing.
     assert results["wall_seconds"] > 1 and results["peak_memory_bytes"] > 100e6 and "fit" not in results
+    assert results["command"].startswith("python train.py --model gru ") and f"--model-dir {trained}" in results["command"]
     assert list((trained / "logs" / "train").iterdir()) and list((trained / "logs" / "dev").iterdir())
 
 
@@ -136,9 +139,12 @@ def test_export_only(trained):
     (["--model", "gru", "--set", "train.epochz=1"], "unknown key"),
     (["--model", "gru", "--data", "/nonexistent"], "/nonexistent"),
     (["--model-dir", "/nonexistent/run", "--resume"], "no config.json"),
-    (["--model", "mcnn-st", "--set", "train.validate_max_images=0"], "validate_max_images must be at least 1"),
+    (["--model", "mcnn-st", "--set", "train.validate_max_images=0"], "train.validate_max_images must be >= 1"),
     (["--model", "mcnn-st", "--set", "model.members=a,b,c,d"], "members are the model directories of an ensemble"),
     (["--model", "mcnn-ens"], "m-CNN_ENS needs the model directories of its 4 members"),
+    (["--model", "gru", "--set", "train.max_train_images=10", "--set", "train.batch_size=128"],
+     "train.batch_size=128 is larger than the 50 training pairs"),
+    (["--model", "gru", "--set", "train.learning_rate=-1"], "train.learning_rate must be > 0; got -1.0"),
 ])
 def test_bad_arguments_give_one_line_errors(argv, message, capsys, tmp_path):
     argv = argv if "--model-dir" in argv else [*argv, "--model-dir", str(tmp_path / "run")]
@@ -146,6 +152,22 @@ def test_bad_arguments_give_one_line_errors(argv, message, capsys, tmp_path):
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
     assert not (tmp_path / "run").exists()  # refused before anything is written
+
+
+@pytest.mark.parametrize("caption, message", [
+    (" ".join(["word"] * 600), "caption 17 has 600 tokens (treebank tokenizer); a caption needs 1 to 512"),
+    ("\u2028", "line 17 is an empty caption"),
+])
+def test_a_bad_caption_in_the_test_split_stops_training_before_it_starts(caption, message, tmp_path, capsys):
+    data = tmp_path / "data"
+    shutil.copytree(EMBEDDED_DATA, data)
+    lines = (data / "test_caps.txt").read_text().split("\n")
+    lines[16] = caption
+    (data / "test_caps.txt").write_text("\n".join(lines))
+    argv = ["--model", "gru", "--data", str(data), "--model-dir", str(tmp_path / "run"), *TINY]
+    assert train.main(argv) == 2
+    assert f"error: {data / 'test_caps.txt'}: {message}" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
 
 
 def test_sigkill_then_resume_ends_where_an_uninterrupted_run_ends(trained, tmp_path):
@@ -194,6 +216,83 @@ def test_evaluate_rejects_bad_data_with_one_line_errors(trained, tmp_path, capsy
             assert evaluate.main([*source, "--data", str(data)]) == 2
             err = capsys.readouterr().err.strip()
             assert message in err and len(err.splitlines()) == 1, err
+
+
+def _digests(directory):
+    """{relative path: (size, mtime)} of every file below `directory`."""
+    return {str(p.relative_to(directory)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_damaged_checkpoints_are_named_and_resuming_falls_back_to_an_intact_one(trained, tmp_path, capsys, caplog):
+    import evaluate
+
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    (best,) = (run / "best").glob("ckpt-*.data-*")
+    os.truncate(best, best.stat().st_size // 2)
+    before = _digests(run)
+    assert evaluate.main(["--model-dir", str(run)]) == 2
+    assert train.main(["--model-dir", str(run), "--export-only"]) == 2
+    for err in capsys.readouterr().err.strip().splitlines():
+        assert err.startswith(f"error: {best.with_suffix('').with_suffix('')}: damaged checkpoint (") and "train it again" in err
+    assert _digests(run) == before  # the export and everything else untouched
+
+    # The newest training checkpoint damaged: --resume takes the one before.
+    shutil.rmtree(run)
+    shutil.copytree(trained, run)
+    indexes = sorted((run / "checkpoints").glob("ckpt-*.index"), key=lambda p: int(p.stem.split("-")[1]))
+    indexes[-1].write_bytes(b"not a checkpoint index")
+    caplog.set_level("INFO", logger="train")
+    assert train.main(["--model-dir", str(run), "--resume"]) == 0
+    assert f"{indexes[-1].with_suffix('')}: damaged checkpoint" in caplog.text
+    assert f"resumed from {indexes[-2].with_suffix('')}" in caplog.text
+    # All of them damaged: an error, before anything is written.
+    for index in (run / "checkpoints").glob("ckpt-*.index"):
+        index.write_bytes(b"")
+    before = _digests(run)
+    capsys.readouterr()
+    assert train.main(["--model-dir", str(run), "--resume"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (f"error: {run / 'checkpoints'}: every checkpoint is damaged; "
+                                               "start the run again in a new --model-dir")
+    assert _digests(run) == before
+
+
+def test_a_full_disk_during_export_is_one_line_and_keeps_the_previous_export(trained, tmp_path):
+    """A file size limit (RLIMIT_FSIZE, as a full disk or a quota would)
+    stops the export's writes; the previous export stays as it was."""
+    import resource
+
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    before = _digests(run)
+
+    def limit_file_size():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+    done = subprocess.run([sys.executable, "train.py", "--model-dir", str(run), "--export-only"], cwd=REPO,
+                          preexec_fn=limit_file_size, capture_output=True, text=True, timeout=300)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2 and errors == [
+        f"error: {run / 'saved_model'}: the SavedModel cannot be written (File too large); any previous export is unchanged"]
+    assert _digests(run) == before and not list(run.glob(".saved_model*"))
+
+
+def test_output_paths_are_checked_before_any_work(trained, tmp_path, capsys):
+    import evaluate
+
+    a_file = tmp_path / "a_file"
+    a_file.write_text("mine")
+    assert train.main(["--model", "gru", "--model-dir", str(a_file), *TINY]) == 2
+    assert capsys.readouterr().err.strip() == f"error: --model-dir {a_file}: exists and is not a directory"
+    assert a_file.read_text() == "mine"
+    assert evaluate.main(["--model-dir", str(trained), "--json", str(tmp_path / "missing" / "m.json")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: --json {tmp_path / 'missing' / 'm.json'}: the directory {tmp_path / 'missing'} does not exist")
+    os.mkfifo(tmp_path / "config.json")
+    assert evaluate.main(["--model-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'config.json'}: not a regular file (a directory, FIFO or device)"
 
 
 def test_saved_model_rejects_empty_and_over_long_captions(trained):

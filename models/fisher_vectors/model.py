@@ -44,6 +44,7 @@ from keras import ops
 
 import metrics
 import progress
+from config import setting
 from data.errors import InputError
 from data.tokenizer import TOKENIZERS, tokenize_strings
 from data.vocabulary import Vocabulary
@@ -83,28 +84,22 @@ class FVConfig:
       vocab_min_count: unused (the vocabulary is the vector file's).
     """
 
-    encoding: str = "hglmm"
+    encoding: str = setting("hglmm", choices=ENCODINGS)
     word_vectors: str | None = None
-    word_dim: int = 300
-    max_vector_words: int | None = None
+    word_dim: int = setting(300, minimum=1)
+    max_vector_words: int | None = setting(None, minimum=1)
     ica: bool = True
-    ica_sample: int = 300_000
-    num_components: int = 30
-    em_iterations: int = 10
-    cca_etas: tuple[float, ...] = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
-    cca_weight_power: float = 1.0
-    tokenizer: str = "treebank"
-    vocab_min_count: int = 1
+    ica_sample: int = setting(300_000, minimum=2)
+    num_components: int = setting(30, minimum=1)
+    em_iterations: int = setting(10, minimum=1)
+    cca_etas: tuple[float, ...] = setting((1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1), minimum=0)
+    cca_weight_power: float = setting(1.0, minimum=0)
+    tokenizer: str = setting("treebank", choices=TOKENIZERS)
+    vocab_min_count: int = setting(1, minimum=1)
 
     def __post_init__(self):
-        if self.encoding not in ENCODINGS:
-            raise ValueError(f"encoding must be one of {', '.join(ENCODINGS)}, got {self.encoding!r}")
-        if self.tokenizer not in TOKENIZERS:
-            raise ValueError(f"tokenizer must be one of {sorted(TOKENIZERS)}, got {self.tokenizer!r}")
-        if not self.cca_etas or min(self.cca_etas) < 0:
-            raise ValueError(f"cca_etas must be non-negative values, got {list(self.cca_etas)}")
-        if min(self.word_dim, self.num_components, self.em_iterations, self.ica_sample) < 1:
-            raise ValueError("word_dim, num_components, em_iterations and ica_sample must be positive")
+        if not self.cca_etas:
+            raise ValueError("cca_etas must list at least one ridge")
 
 
 def fv_vocabulary(config, train_captions, word_vectors=None):

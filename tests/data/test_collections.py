@@ -17,7 +17,7 @@ import evaluate
 import train
 from data import collections, readers
 from data.errors import InputError
-from tests.helpers import EMBEDDED_DATA, SHARED_DATA
+from tests.helpers import EMBEDDED_DATA, shared_data
 
 TINY = [
     "--model", "w2vv-bow", "--preset", "quick",
@@ -299,7 +299,7 @@ def two_feature_run(tmp_path_factory):
     tiny model trained on their concatenation."""
     root = tmp_path_factory.mktemp("two_features")
     for feature in ("ims", "stages"):
-        collections.precomp_to_collections(SHARED_DATA / "f8k_precomp", root, feature=feature)
+        collections.precomp_to_collections(shared_data("f8k_precomp"), root, feature=feature)
     model_dir, results = train_tiny(root, root / "run", "--set", "data.image_features=ims+stages")
     return root, model_dir, results
 
@@ -308,11 +308,12 @@ def test_two_features_concatenate_per_item(two_feature_run):
     """load_split(..., 'ims+stages') is the 4400-column concatenation of both features (stand-in for audio)."""
     root, _, _ = two_feature_run
     both = readers.load_split(root, "test", "ims+stages")
-    ims = readers.load_precomp(SHARED_DATA / "f8k_precomp", "test", "ims").images
-    stages = readers.load_precomp(SHARED_DATA / "f8k_precomp", "test", "stages").images
+    data = shared_data("f8k_precomp")
+    ims = readers.load_precomp(data, "test", "ims").images
+    stages = readers.load_precomp(data, "test", "stages").images
     assert both.images.shape == (1000, 4400)
     assert np.array_equal(both.images, np.concatenate([ims, stages], axis=1))
-    assert both.captions == readers.load_precomp(SHARED_DATA / "f8k_precomp", "test").captions
+    assert both.captions == readers.load_precomp(data, "test").captions
 
 
 def test_two_feature_model_exports_a_4400_wide_image_encoder(two_feature_run):
@@ -342,7 +343,7 @@ def test_command_line(tmp_path, capsys):
     a_file.write_text("")
     capsys.readouterr()
     assert collections.main(["--precomp", str(EMBEDDED_DATA), "--out", str(a_file)]) == 2
-    assert capsys.readouterr().err.strip() == f"error: --out {a_file}: is a file"
+    assert capsys.readouterr().err.strip() == f"error: --out {a_file}: exists and is not a directory"
     assert collections.main(["--precomp", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2
 
 

@@ -10,9 +10,9 @@ import tensorflow as tf
 
 from data import extract_features, readers
 from data.errors import InputError
-from tests.helpers import REPO, SHARED_DATA
+from tests.helpers import EMBEDDED_IMAGES, REPO
 
-IMAGES = sorted((SHARED_DATA / "flickr8k_images_test").glob("*.jpg"))[:3]
+IMAGES = sorted(EMBEDDED_IMAGES.glob("*.jpg"))[:3]
 NAMES = [image.name for image in IMAGES]
 
 

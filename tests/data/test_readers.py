@@ -6,7 +6,7 @@ import pytest
 
 from data import readers
 from data.errors import InputError
-from tests.helpers import EMBEDDED_DATA, SHARED_DATA
+from tests.helpers import EMBEDDED_DATA, EMBEDDED_TEXT, shared_data
 
 
 def write_split(root, features, captions, ids=None, split="test"):
@@ -16,6 +16,20 @@ def write_split(root, features, captions, ids=None, split="test"):
     if ids is not None:
         (root / f"{split}_ids.txt").write_text("\n".join(ids) + "\n")
     return root
+
+
+def lie_about_size(path):
+    """An .npy header announcing 10^9 rows of 1280 floats over a 1 KB body."""
+    with open(path, "wb") as file:
+        np.lib.format.write_array_header_1_0(file, {"descr": "<f4", "fortran_order": False, "shape": (10**9, 1280)})
+        file.write(bytes(1024))
+
+
+def fifo(path):
+    """A FIFO where a file should be: reading it would wait forever."""
+    if path.exists():
+        path.unlink()
+    os.mkfifo(path)
 
 
 def captions_for(n_images):
@@ -33,7 +47,7 @@ def test_embedded_flickr8k_splits():
 
 
 def test_shared_data_matches_the_embedded_copy():
-    shared = readers.load_precomp(SHARED_DATA / "f8k_precomp", "dev")
+    shared = readers.load_precomp(shared_data("f8k_precomp"), "dev")
     embedded = readers.load_precomp(EMBEDDED_DATA, "dev")
     np.testing.assert_array_equal(shared.images, embedded.images)
     assert shared.captions == embedded.captions
@@ -69,6 +83,14 @@ def test_lines_end_at_newlines_only(tmp_path):
     (lambda r: (write_split(r, np.zeros((3, 2)), captions_for(3)), (r / "test_caps.txt").unlink()), "test_caps.txt: file not found"),
     (lambda r: (write_split(r, np.zeros((3, 2)), captions_for(3)), (r / "test_ims.npy").write_bytes(b"junk")), "not a readable .npy"),
     (lambda r: None, "data folder not found"),
+    (lambda r: (write_split(r, np.zeros((3, 2)), captions_for(3)), lie_about_size(r / "test_ims.npy")),
+     "header announces a 1000000000 x 1280 float32 array"),
+    (lambda r: (write_split(r, np.zeros((3, 2)), captions_for(3)), fifo(r / "test_caps.txt")),
+     "test_caps.txt: not a regular file"),
+    (lambda r: (write_split(r, np.zeros((3, 2)), captions_for(3)), fifo(r / "test_ims.npy")),
+     "test_ims.npy: not a regular file"),
+    (lambda r: (write_split(r, np.zeros((3, 2)), captions_for(3)), fifo(r / "test_ids.txt")),
+     "test_ids.txt: not a regular file"),
 ])
 def test_malformed_precomp_files_are_one_line_errors_naming_the_file(tmp_path, make, message):
     root = tmp_path / "data"
@@ -79,7 +101,7 @@ def test_malformed_precomp_files_are_one_line_errors_naming_the_file(tmp_path, m
 
 
 def test_flickr8k_text_release_matches_the_precomp_order():
-    release = SHARED_DATA / "flickr8k_text"
+    release = EMBEDDED_TEXT
     for split, n_images in (("train", 6000), ("dev", 1000), ("test", 1000)):
         data = readers.read_flickr_text(release, split)
         assert len(data.image_files) == n_images and all(len(c) == 5 for c in data.captions)
@@ -126,7 +148,8 @@ def test_karpathy_json(tmp_path):
     assert train.image_files == ["t.jpg", "val2014/r.jpg"] and train.captions[1] == [f"rest {k}" for k in range(5)]
     assert readers.read_karpathy_json(path, "dev").image_files == ["v.jpg"]
     assert readers.read_karpathy_json(path, "test").captions == [[f"test {k}" for k in range(5)]]
-    for broken in ('{"images": [{"split": "test"}]}', '{"images": [', "[]"):
+    for broken in ('{"images": [{"split": "test"}]}', '{"images": [', "[]",
+                   '{"images": [{"split": "test", "filename": "a.jpg", "sentences": [{"raw": 5}]}]}'):
         path.write_text(broken)
         with pytest.raises(InputError, match="dataset_coco.json: not a Karpathy dataset JSON") as error:
             readers.read_karpathy_json(path, "test")

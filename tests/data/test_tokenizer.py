@@ -5,7 +5,7 @@ import tensorflow as tf
 from nltk.tokenize import TreebankWordTokenizer
 
 from data.tokenizer import tokenize, tokenize_strings
-from tests.helpers import SHARED_DATA
+from tests.helpers import EMBEDDED_TEXT
 
 
 def nltk_tokens(text):
@@ -13,7 +13,7 @@ def nltk_tokens(text):
 
 
 def test_every_flickr8k_caption_splits_exactly_as_nltk_treebank():
-    lines = (SHARED_DATA / "flickr8k_text" / "Flickr8k.token.txt").read_text(encoding="utf-8").splitlines()
+    lines = (EMBEDDED_TEXT / "Flickr8k.token.txt").read_text(encoding="utf-8").splitlines()
     captions = [line.split("\t", 1)[1] for line in lines]
     assert len(captions) > 40000
     ours = tokenize_strings(captions)
@@ -23,7 +23,7 @@ def test_every_flickr8k_caption_splits_exactly_as_nltk_treebank():
 def test_every_flickr8k_caption_splits_as_word2visualvecs_clean_str():
     # The public Word2VisualVec code: every character outside [A-Za-z0-9]
     # becomes a space, then lowercase and split.
-    lines = (SHARED_DATA / "flickr8k_text" / "Flickr8k.token.txt").read_text(encoding="utf-8").splitlines()
+    lines = (EMBEDDED_TEXT / "Flickr8k.token.txt").read_text(encoding="utf-8").splitlines()
     captions = [line.split("\t", 1)[1] for line in lines] + ["Café, white-footed DOG!", "naïve\u00a0x²"]
     ours = tokenize_strings(captions, "alnum")
     expected = [re.sub(r"[^A-Za-z0-9]", " ", c).strip().lower().split() for c in captions]

@@ -41,9 +41,9 @@ def test_json_round_trip_leaves_no_partial_file(tmp_path):
 
 
 @pytest.mark.parametrize("content, message", [
-    (None, "vocab.json: vocabulary file not found"),
+    (None, "vocab.json: file not found"),
     (b"{oops", "vocab.json: not a vocabulary file: invalid JSON"),
-    (b"\xff\xfe", "vocab.json: cannot read the vocabulary file"),
+    (b"\xff\xfe", "vocab.json: unreadable"),
     (b"[1, 2]", 'vocab.json: not a vocabulary file: no "tokens" list'),
     (b'{"words": []}', 'vocab.json: not a vocabulary file: no "tokens" list'),
     (b'{"tokens": "abc"}', 'vocab.json: not a vocabulary file: "tokens" is not a list'),

@@ -1,4 +1,5 @@
 import gzip
+import os
 import subprocess
 import sys
 
@@ -10,9 +11,9 @@ from data import word_vectors
 from data.errors import InputError
 from data.readers import load_precomp
 from data.vocabulary import Vocabulary
-from tests.helpers import EMBEDDED_DATA, REPO, SHARED_DATA
+from tests.helpers import EMBEDDED_DATA, EMBEDDED_GLOVE, REPO
 
-GLOVE = SHARED_DATA / "glove.6B.50d.flickr8k.txt"
+GLOVE = EMBEDDED_GLOVE
 SPECIALS = ["<pad>", "<unk>"]
 
 
@@ -74,7 +75,7 @@ def test_dimension_mismatch_says_what_to_pass():
 
 
 @pytest.mark.parametrize("content, message", [
-    (None, "word vector file not found"),
+    (None, "file not found"),
     (b"", "empty word vector file"),
     (b"2 3\ndog 1 2 3\ncat 1 2\n", "not a word2vec or GloVe vector file"),
     (b"3 3\ndog 1 2 3\ncat 1 2 3\n", "not a word2vec or GloVe vector file"),  # fewer words than the header says
@@ -82,10 +83,17 @@ def test_dimension_mismatch_says_what_to_pass():
     (b"dog 1 2 3\ncat 1 2\n", "not a word2vec or GloVe vector file"),
     (b"dog 1 2 3\n\xff\xfe 1 2 3\n", "not a word2vec or GloVe vector file"),
     (b"dog 1 2 3\ncat 1 nan 3\n", "the vector of 'cat' holds NaN or inf"),
+    # A header announcing more vectors than the file holds: gensim would
+    # allocate them all before reading one.
+    (b"1000000000 300\ndog " + b"0.5 " * 300 + b"\n", "header announces 1,000,000,000 vectors of 300 values"),
+    (b"20 2\ndog 0.5 1\n", "header announces 20 vectors of 2 values"),
+    ("fifo", "not a regular file"),
 ])
 def test_malformed_files_are_one_line_errors_naming_the_file(tmp_path, content, message):
     path = tmp_path / "vectors.txt"
-    if content is not None:
+    if content == "fifo":
+        os.mkfifo(path)
+    elif content is not None:
         path.write_bytes(content)
     with pytest.raises(InputError, match=message) as error:
         word_vectors.load_word_vectors(path)

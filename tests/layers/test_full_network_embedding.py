@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from data import readers
 from layers.full_network_embedding import FullNetworkEmbedding
-from tests.helpers import SHARED_DATA, run_layer_test
+from tests.helpers import run_layer_test, shared_data
 
 RNG = np.random.default_rng(0)
 
@@ -29,8 +29,9 @@ def test_thresholds_are_strict_and_asymmetric():
 
 
 def test_statistics_come_from_the_training_images_only_real_stages():
-    train = readers.load_precomp(SHARED_DATA / "f8k_precomp", "train", "stages").images
-    test = readers.load_precomp(SHARED_DATA / "f8k_precomp", "test", "stages").images
+    data = shared_data("f8k_precomp")
+    train = readers.load_precomp(data, "train", "stages").images
+    test = readers.load_precomp(data, "test", "stages").images
     layer = FullNetworkEmbedding()
     layer.adapt(train)
     train64 = train.astype(np.float64)

@@ -8,7 +8,7 @@ from data.readers import load_precomp
 from data.vocabulary import Vocabulary
 from layers.mean_word_vector import MeanWordVector
 from layers.text_vectorizer import TextVectorizer
-from tests.helpers import EMBEDDED_DATA, SHARED_DATA, run_layer_test
+from tests.helpers import EMBEDDED_DATA, EMBEDDED_GLOVE, run_layer_test
 
 
 def test_layer_contract():
@@ -19,7 +19,7 @@ def test_layer_contract():
 
 
 def test_mean_over_found_words_on_real_captions_and_glove():
-    vectors = word_vectors.load_word_vectors(SHARED_DATA / "glove.6B.50d.flickr8k.txt")
+    vectors = word_vectors.load_word_vectors(EMBEDDED_GLOVE)
     train = load_precomp(EMBEDDED_DATA, "train").captions
     # Words from the vector file join the vocabulary, as Word2VisualVec's.
     vocabulary = Vocabulary.build(train, min_count=5, tokenizer="alnum", extra_words=vectors.index_to_key)

@@ -37,7 +37,7 @@ def test_table_i_rows_are_registered_with_the_papers_settings():
 
 @pytest.mark.parametrize("overrides", [["model.num_capsules=1"], ["model.recursions=0"], ["model.num_capsules=0"]])
 def test_impossible_capsule_settings_are_input_errors(overrides):
-    with pytest.raises(InputError, match="model config"):
+    with pytest.raises(InputError, match="model config|model.num_capsules must be >= 1"):
         registry.get("rcn").experiment("paper", overrides)
 
 
