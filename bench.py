@@ -19,6 +19,11 @@ captions' tokens (and with `--fv-em-large` a random 300,000 x 300
 sample, 2 iterations). `--encode SAVED_MODEL`
 times a SavedModel's `encode_text` on the test captions (captions/s).
 
+`--data-checks` times the checks every training run makes before its first
+step, on the model's data (default: the embedded Flickr8k): reading the
+train, dev and test splits (file sizes, shapes, counts, NaN/inf) and
+tokenizing every caption with the model's tokenizer (1 to 512 tokens).
+
 `--order-similarity N` instead ranks N random images against 5N captions
 under the order-violation similarity (the 5K x 25K COCO evaluation for
 N = 5000) and reports the time and the process's peak memory.
@@ -60,6 +65,7 @@ def parse_args(argv):
     parser.add_argument("--fv-em", action="store_true", help="time the Fisher vectors' mixture EM instead")
     parser.add_argument("--fv-em-large", action="store_true",
                         help="with --fv-em, also a random 300,000 x 300 sample (slow: more than 10 minutes here)")
+    parser.add_argument("--data-checks", action="store_true", help="time the up-front data checks of a run instead")
     parser.add_argument("--encode", metavar="SAVED_MODEL", help="time a SavedModel's encode_text on the test captions instead")
     args = parser.parse_args(argv)
     if args.eval_only and args.skip_eval:
@@ -80,6 +86,9 @@ def _run(args):
     if args.encode:
         print(json.dumps(encoding_throughput(args.encode), indent=2))
         return 0
+    if args.data_checks:
+        print(json.dumps([data_check_timings(name, args) for name in args.model], indent=2))
+        return 0
     if args.order_similarity:
         print(json.dumps(order_similarity_evaluation(args.order_similarity, args.dim), indent=2))
         return 0
@@ -88,6 +97,26 @@ def _run(args):
         report["step_time_vs_first"] = round(report["train_step_ms"] / reports[0]["train_step_ms"], 2)
     print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
     return 0
+
+
+def data_check_timings(name, args):
+    """Seconds to read and check a model's three splits, and to check their
+    captions against its tokenizer."""
+    from data import pipeline, readers
+    from layers.text_vectorizer import MAX_INPUT_TOKENS
+    from models import registry
+
+    config = registry.get(name).experiment(args.preset, args.set)
+    data = config.data
+    began = time.perf_counter()
+    splits = [readers.load_split(data.path, split, data.image_features)
+              for split in (data.train_split, data.dev_split, data.test_split)]
+    read = time.perf_counter()
+    for split in splits:
+        pipeline.check_captions(split, config.model.tokenizer, MAX_INPUT_TOKENS)
+    checked = time.perf_counter()
+    return {"model": name, "tokenizer": config.model.tokenizer, "captions": sum(len(s.captions) for s in splits),
+            "read_and_check_splits_s": round(read - began, 3), "caption_checks_s": round(checked - read, 3)}
 
 
 def fv_em_timings(components=30, iterations=10, large=False):

@@ -18,6 +18,13 @@ def test_bad_input_is_a_one_line_error(capsys):
     assert capsys.readouterr().err.strip() == "error: --preset 'huge': model 'gru' has presets paper, quick"
 
 
+def test_bench_times_the_up_front_data_checks(capsys):
+    assert bench.main(["--data-checks", "--model", "w2vv"]) == 0
+    [report] = json.loads(capsys.readouterr().out)
+    assert (report["model"], report["tokenizer"], report["captions"]) == ("w2vv", "alnum", 40000)
+    assert report["read_and_check_splits_s"] > 0 and report["caption_checks_s"] > 0
+
+
 def test_bench_times_evaluation(capsys):
     assert bench.main(["--model", "gru", "--preset", "quick", *TINY, "--eval-split", "dev"]) == 0
     report = json.loads(capsys.readouterr().out)
