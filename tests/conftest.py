@@ -71,13 +71,35 @@ TINY_MCNN = [
 
 
 @pytest.fixture(scope="session")
-def trained_mcnn_members(tmp_path_factory):
-    """The four m-CNNs of the quick preset at tiny sizes: {variant: model dir}."""
+def short_test_data(tmp_path_factory):
+    """The embedded data with a test split of its first 100 images only:
+    for pairwise models, whose test evaluation scores every image-caption
+    pair (5 million on the whole split)."""
+    import numpy as np
+
+    from tests.helpers import EMBEDDED_DATA
+
+    root = tmp_path_factory.mktemp("short_test_data")
+    for split in ("train", "dev"):
+        for suffix in ("ims.npy", "caps.txt", "ids.txt"):
+            (root / f"{split}_{suffix}").symlink_to(EMBEDDED_DATA / f"{split}_{suffix}")
+    np.save(root / "test_ims.npy", np.load(EMBEDDED_DATA / "test_ims.npy")[:100])
+    for suffix, lines in (("caps.txt", 500), ("ids.txt", 100)):
+        kept = (EMBEDDED_DATA / f"test_{suffix}").read_text().splitlines()[:lines]
+        (root / f"test_{suffix}").write_text("\n".join(kept) + "\n")
+    return root
+
+
+@pytest.fixture(scope="session")
+def trained_mcnn_members(tmp_path_factory, short_test_data):
+    """The four m-CNNs of the quick preset at tiny sizes, tested on 100
+    images: {variant: model dir}."""
     root = tmp_path_factory.mktemp("mcnn")
     members = {}
     for variant in ("wd", "phs", "phl", "st"):
         members[variant] = root / variant
-        argv = ["--model", f"mcnn-{variant}", "--preset", "quick", "--model-dir", str(members[variant]), *TINY_MCNN]
+        argv = ["--model", f"mcnn-{variant}", "--preset", "quick", "--model-dir", str(members[variant]),
+                "--data", str(short_test_data), *TINY_MCNN]
         assert train.main(argv) == 0
     return members
 
@@ -88,11 +110,12 @@ def trained_mcnn_st(trained_mcnn_members):
 
 
 @pytest.fixture(scope="session")
-def trained_mcnn_ens(trained_mcnn_members, tmp_path_factory):
+def trained_mcnn_ens(trained_mcnn_members, short_test_data, tmp_path_factory):
     """m-CNN_ENS assembled by train.py from the four tiny members."""
     model_dir = tmp_path_factory.mktemp("mcnn") / "ens"
     members = ",".join(str(trained_mcnn_members[v]) for v in ("wd", "phs", "phl", "st"))
-    argv = ["--model", "mcnn-ens", "--preset", "quick", "--model-dir", str(model_dir), *TINY_MCNN[:4],
+    argv = ["--model", "mcnn-ens", "--preset", "quick", "--model-dir", str(model_dir), "--data", str(short_test_data),
+            *TINY_MCNN[:4],
             "--set", f"model.members={members}", "--set", "train.validate_max_images=50"]
     assert train.main(argv) == 0
     return model_dir

@@ -37,12 +37,12 @@ def test_bench_times_an_order_similarity_evaluation(capsys):
     assert (report["images"], report["captions"]) == (40, 200) and report["peak_rss_mb"] > 0
 
 
-def test_bench_times_the_evaluation_of_an_untrained_ensemble(capsys):
-    argv = ["--model", "mcnn-ens", "--preset", "quick", "--eval-only", "--eval-split", "dev",
+def test_bench_times_the_evaluation_of_an_untrained_ensemble(short_test_data, capsys):
+    argv = ["--model", "mcnn-ens", "--preset", "quick", "--eval-only", "--set", f"data.path={short_test_data}",
             "--set", "model.feature_maps=[4,4,4]", "--set", "model.hidden_units=[4]"]
     assert bench.main(argv) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["eval_images"] == 1000 and report["eval_seconds"] > 0 and "train_step_ms" not in report
+    assert report["eval_images"] == 100 and report["eval_seconds"] > 0 and "train_step_ms" not in report
 
 
 def test_bench_times_a_saved_models_caption_encoding(trained_fv, capsys):

@@ -81,9 +81,10 @@ def test_evaluate_reproduces_training_numbers_from_checkpoint_and_export(run, re
 
     trained = request.getfixturevalue(run)
     expected = json.loads((trained / "results.json").read_text())["test"]
+    data = json.loads((trained / "config.json").read_text())["data"]["path"]  # a SavedModel does not know it
     for source in (["--model-dir", str(trained)], ["--saved-model", str(trained / "saved_model")]):
         out = tmp_path / "metrics.json"
-        assert evaluate.main([*source, "--json", str(out)]) == 0
+        assert evaluate.main([*source, "--data", data, "--json", str(out)]) == 0
         got = json.loads(out.read_text())
         for name, value in expected.items():
             assert got[name] == pytest.approx(value, abs=1e-6), (source, name)

@@ -60,14 +60,14 @@ def test_a_bag_of_words_model_is_blind_to_word_order():
     assert drops.shape == (150, 3) and not drops.any()
 
 
-def test_command_prints_table5_and_writes_json(trained_mcnn_st, tmp_path, capsys):
+def test_command_prints_table5_and_writes_json(trained_mcnn_st, short_test_data, tmp_path, capsys):
     out = tmp_path / "word_order.json"
     argv = ["--model-dir", str(trained_mcnn_st), "--saved-model", str(trained_mcnn_st / "saved_model"),
-            "--shuffles", "1", "--bootstrap", "100", "--json", str(out)]
+            "--data", str(short_test_data), "--shuffles", "1", "--bootstrap", "100", "--json", str(out)]
     assert word_order.main(argv) == 0
     results = json.loads(out.read_text())
     checkpoint, saved = results[str(trained_mcnn_st)], results[str(trained_mcnn_st / "saved_model")]
-    assert checkpoint["captions"] == 5000 and len(checkpoint["table5"]) == 4
+    assert checkpoint["captions"] == 500 and len(checkpoint["table5"]) == 4
     np.testing.assert_allclose(checkpoint["table5"], saved["table5"], atol=1e-5)
     assert checkpoint["mean_drop"] == pytest.approx(saved["mean_drop"], abs=1e-5)
     printed = capsys.readouterr().out

@@ -196,7 +196,7 @@ def test_ensemble_refuses_missing_or_mismatched_members(trained_mcnn_members, tm
     members = [str(trained_mcnn_members[v]) for v in VARIANTS]
     cases = [
         (members[:3], "needs the model directories of its 4 members"),
-        ([members[0], str(tmp_path), *members[2:]], "vocab.json: vocabulary file not found"),
+        ([members[0], str(tmp_path), *members[2:]], "vocab.json: file not found"),
         ([members[1], *members[1:]], "the ensemble's wd member needs"),
     ]
     for i, (given, message) in enumerate(cases):
