@@ -46,7 +46,7 @@ import time
 
 import numpy as np
 
-from data.errors import run_command
+from data.errors import count, count_or_zero, run_command
 
 
 def parse_args(argv):
@@ -54,14 +54,14 @@ def parse_args(argv):
     parser.add_argument("--model", action="append", help="registered model (repeatable; default gru)")
     parser.add_argument("--preset", default="quick")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
-    parser.add_argument("--steps", type=int, default=30, help="timed training steps")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed training steps first")
+    parser.add_argument("--steps", type=count, default=30, help="timed training steps")
+    parser.add_argument("--warmup", type=count_or_zero, default=3, help="untimed training steps first")
     parser.add_argument("--eval-split", default="test")
     parser.add_argument("--skip-eval", action="store_true", help="time training only")
     parser.add_argument("--eval-only", action="store_true", help="time the evaluation of an untrained model only")
-    parser.add_argument("--order-similarity", type=int, metavar="N",
+    parser.add_argument("--order-similarity", type=count, metavar="N",
                         help="time an N x 5N evaluation with the order-violation similarity instead")
-    parser.add_argument("--dim", type=int, default=1024, help="embedding size for --order-similarity")
+    parser.add_argument("--dim", type=count, default=1024, help="embedding size for --order-similarity")
     parser.add_argument("--fv-em", action="store_true", help="time the Fisher vectors' mixture EM instead")
     parser.add_argument("--fv-em-large", action="store_true",
                         help="with --fv-em, also a random 300,000 x 300 sample (slow: more than 10 minutes here)")

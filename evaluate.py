@@ -21,7 +21,7 @@ import numpy as np
 
 import metrics
 import progress
-from data.errors import InputError, run_command
+from data.errors import InputError, count, run_command
 
 PROTOCOLS = ("full", "5fold1k")
 FOLD_IMAGES = 1000
@@ -161,7 +161,7 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_and_split_arguments(parser)
     parser.add_argument("--protocol", default="full", choices=PROTOCOLS)
-    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--batch-size", type=count, default=256)
     parser.add_argument("--json", help="also write the metrics to this JSON file")
     parser.add_argument("--projector", metavar="DIR",
                         help="also write the split's image and caption encodings for TensorBoard's projector "

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data.errors import InputError, run_command
+from data.errors import InputError, count, count_or_zero, run_command
 
 TABLE5_IMAGE = "1258913059_07c613f7ff.jpg"
 IMAGE_GROUP = 20
@@ -102,9 +102,9 @@ def parse_args(argv):
     parser.add_argument("--saved-model", action="append", default=[], help="an exported SavedModel (repeatable)")
     parser.add_argument("--data", help="precomp data folder (default: the model's, else the embedded Flickr8k)")
     parser.add_argument("--split", default="test")
-    parser.add_argument("--shuffles", type=int, default=3, help="random word orders per caption")
-    parser.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples for the CI")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--shuffles", type=count, default=3, help="random word orders per caption")
+    parser.add_argument("--bootstrap", type=count, default=2000, help="bootstrap resamples for the CI")
+    parser.add_argument("--seed", type=count_or_zero, default=0)
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
     if not args.model_dir and not args.saved_model:

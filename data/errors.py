@@ -10,6 +10,24 @@ class InputError(Exception):
     """A user-facing, one-line description of bad input."""
 
 
+def count(text, minimum=1):
+    """An argparse type: an integer of at least `minimum` (1 by default)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer; got {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be at least {minimum}; got {value}")
+    return value
+
+
+def count_or_zero(text):
+    """An argparse type: an integer of at least 0."""
+    return count(text, 0)
+
+
 def error_reason(error):
     """The reason an exception gives, short: the first line, without
     TensorFlow's node names and op tags, and for "<file>; <reason>" the

@@ -48,3 +48,10 @@ def test_table_lists_both_directions_and_rsum():
     images, texts, caption_image = encodings(20)
     table = evaluate.format_table(evaluate.evaluate_encodings(dot, images, texts, caption_image))
     assert "i2t" in table and "t2i" in table and "rsum" in table
+
+
+@pytest.mark.parametrize("value, message", [("0", "must be at least 1; got 0"), ("x", "expected an integer; got 'x'")])
+def test_counts_on_the_command_line_are_checked_by_argparse(value, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        evaluate.main(["--batch-size", value])
+    assert exit_.value.code == 2 and f"argument --batch-size: {message}" in capsys.readouterr().err
