@@ -151,7 +151,7 @@ class Trainer:
             tf.train.Checkpoint(model=model), self._private_dir(inference.BEST_DIR), max_to_keep=1
         )
         if self.resume and last.checkpoints:
-            resumed = _restore_newest_intact(checkpoint, last)
+            resumed = _restore_newest_intact(checkpoint, last, self.model_dir)
             log.info("resumed from %s (epoch %d, step %d of it)", resumed, int(state.epoch), int(state.step_in_epoch))
         else:
             # A resumed run killed before its first checkpoint starts over.
@@ -576,7 +576,7 @@ def _save(manager, number):
                          "the previous one is intact: free space, then continue with --resume") from None
 
 
-def _restore_newest_intact(checkpoint, manager):
+def _restore_newest_intact(checkpoint, manager, model_dir):
     """Restores the newest checkpoint of `manager` that is not damaged (a
     file truncated by a crash or a full disk), logging the damaged ones;
     returns its path."""
@@ -586,6 +586,9 @@ def _restore_newest_intact(checkpoint, manager):
             return path
         except InputError as error:
             log.warning("%s; trying the previous checkpoint", error)
+        except (AssertionError, ValueError) as error:
+            raise InputError(f"{path}: the checkpoint does not fit the model built from {model_dir / 'config.json'} "
+                             f"and {model_dir / 'vocab.json'} ({error_reason(error)}); were they edited?") from None
     raise InputError(f"{manager.directory}: every checkpoint is damaged; start the run again in a new --model-dir")
 
 

@@ -259,6 +259,25 @@ def test_damaged_checkpoints_are_named_and_resuming_falls_back_to_an_intact_one(
     assert _digests(run) == before
 
 
+def test_a_vocabulary_that_does_not_fit_the_checkpoint_is_named(trained, tmp_path, capsys):
+    import evaluate
+
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    vocabulary = json.loads((run / "vocab.json").read_text())
+    vocabulary["tokens"] += [f"extra{i}" for i in range(50)]
+    vocabulary["counts"] = vocabulary.get("counts") and vocabulary["counts"] + [1] * 50
+    (run / "vocab.json").write_text(json.dumps(vocabulary))
+    before = _digests(run)
+    assert evaluate.main(["--model-dir", str(run)]) == 2
+    assert "the checkpoint does not fit the model configured in" in capsys.readouterr().err
+    assert train.main(["--model-dir", str(run), "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"error: {run / 'checkpoints'}/ckpt-") and "does not fit the model built from" in err
+    assert "embedding" in err and err.endswith("were they edited?")
+    assert _digests(run) == before
+
+
 def test_a_full_disk_during_export_is_one_line_and_keeps_the_previous_export(trained, tmp_path):
     """A file size limit (RLIMIT_FSIZE, as a full disk or a quota would)
     stops the export's writes; the previous export stays as it was."""
