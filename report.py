@@ -226,6 +226,8 @@ def _row_cells(row, columns, papers, runs, spread):
         labels = [label.format_map(record) for label in row["labels"]]
         return labels + [_run_cell(column, record, paper) for column in columns]
     if "mean" in row:
+        if len(row["mean"]) < 2:
+            raise InputError(f"mean row {row['labels']}: needs at least two runs, got {row['mean']}")
         cells = []
         for column in columns:
             samples = [_number(column, runs[name]) for name in row["mean"]]
@@ -396,7 +398,10 @@ def _run(args):
         root, runs = read_snapshot(args.snapshot)
     else:
         root, runs = args.runs.rstrip("/"), read_runs(args.runs)
-    blocks = render(tables, papers, runs, root)
+    try:
+        blocks = render(tables, papers, runs, root)
+    except KeyError as error:
+        raise InputError(f"{args.tables}: a table or row lacks the key {error}") from None
     if args.save_snapshot:
         from config import write_json_atomically
 

@@ -141,6 +141,12 @@ def test_update_snapshot_and_errors(runs_dir, tmp_path, capsys):
     tables.write_text('[[table]]\nid = "bad"\nlabels = ["m"]\ncolumns = ["r@1"]\nrows = [{ run = "a", labels = ["a"] }]\n')
     assert report.main(["--snapshot", str(snapshot), *common]) == 2
     assert "table 'bad': unknown column 'r@1'" in capsys.readouterr().err
+    tables.write_text('[[table]]\nid = "bad"\ncolumns = ["rsum"]\nrows = [{ run = "a", labels = ["a"] }]\n')
+    assert report.main(["--snapshot", str(snapshot), *common]) == 2
+    assert f"error: {tables}: a table or row lacks the key 'labels'" in capsys.readouterr().err
+    tables.write_text('[[table]]\nid = "bad"\nlabels = ["m"]\ncolumns = ["rsum"]\nrows = [{ mean = ["a"], labels = ["a"] }]\n')
+    assert report.main(["--snapshot", str(snapshot), *common]) == 2
+    assert "mean row ['a']: needs at least two runs" in capsys.readouterr().err
 
 
 def test_a_trained_runs_command_dev_history_and_plot(trained, tmp_path):
