@@ -21,6 +21,7 @@ import numpy as np
 
 import metrics
 import progress
+from config import write_json_atomically
 from data.errors import InputError, count, run_command
 
 PROTOCOLS = ("full", "5fold1k")
@@ -202,7 +203,7 @@ def _run(args):
     print(f"{args.split or scorer.test_split} split, protocol {args.protocol}:")
     print(format_table(result))
     if args.json:
-        readers.atomic_write(args.json, lambda file: file.write((json.dumps(result, indent=2, sort_keys=True) + "\n").encode()))
+        write_json_atomically(args.json, json.dumps(result, indent=2, sort_keys=True) + "\n")
     if projector:
         embedding_projector.write_projector(projector, *encodings, split, args.images)
         print(f"projector: tensorboard --logdir {projector}", file=sys.stderr)

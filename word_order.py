@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from config import write_json_atomically
 from data.errors import InputError, count, count_or_zero, run_command
 
 TABLE5_IMAGE = "1258913059_07c613f7ff.jpg"
@@ -153,7 +154,7 @@ def _run(args):
         row(title, [f"{r[key]:.3f}" for r in results.values()])
     row("95% CI of drop", [f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]" for r in results.values()])
     if args.json:
-        readers.atomic_write(args.json, lambda file: file.write((json.dumps(results, indent=2) + "\n").encode()))
+        write_json_atomically(args.json, json.dumps(results, indent=2) + "\n")
     return 0
 
 
