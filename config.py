@@ -113,6 +113,12 @@ class TrainConfig:
         captions only (None = all): for pairwise models, whose dev
         evaluation scores every pair; the final test is always complete.
       log_every: write the training loss to TensorBoard every this many steps.
+      mixed_precision: "none" (float32), "bf16" or "fp16": the model is
+        built under Keras' "mixed_bfloat16" / "mixed_float16" policy
+        (float32 weights, low-precision compute; the similarity, losses
+        and normalisations stay float32); fp16 adds Keras' dynamic loss
+        scaling. Evaluation and export are float32.
+      jit_compile: compile the training step with XLA.
     """
 
     optimizer: str = setting("adam", choices=("adam", "rmsprop", "sgd"))
@@ -135,6 +141,8 @@ class TrainConfig:
     max_train_images: int | None = setting(None, minimum=1)
     validate_max_images: int | None = setting(None, minimum=1)
     log_every: int = setting(20, minimum=1)
+    mixed_precision: str = setting("none", choices=("none", "bf16", "fp16"))
+    jit_compile: bool = False
 
     def __post_init__(self):
         if self.optimizer_epsilon is not None and self.optimizer == "sgd":

@@ -81,6 +81,8 @@ def export_saved_model(model, image_dim, path):
                 module,
                 str(staging),
                 signatures={name: getattr(module, name) for name in SIGNATURES},
+                # For inference: written-out gradients (`PackedGRU`'s) stay out.
+                options=tf.saved_model.SaveOptions(experimental_custom_gradients=False),
             )
         except (OSError, tf.errors.OpError) as error:  # a full disk, a quota
             raise InputError(f"{path}: the SavedModel cannot be written ({error_reason(error)}); "

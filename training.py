@@ -30,6 +30,7 @@ aside and renamed, so killing a run at any moment leaves the previous state
 usable by `--resume`.
 """
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -82,7 +83,26 @@ def make_strategy(name):
     raise InputError(f"--strategy {name!r}: choose one of {', '.join(STRATEGIES)}")
 
 
+# `TrainConfig.mixed_precision` -> Keras dtype policy.
+DTYPE_POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+
+@contextlib.contextmanager
+def dtype_policy(mixed_precision):
+    """Layers created inside take the Keras dtype policy of
+    `TrainConfig.mixed_precision`; the previous global policy is restored
+    on leaving."""
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(DTYPE_POLICIES[mixed_precision])
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
 def make_optimizer(train_config):
+    """The optimizer of `train_config`; under float16 wrapped in Keras'
+    dynamic loss scaling (`make_train_step` scales the loss with it)."""
     # Gradient clipping is done by the train step on the all-reduced
     # gradient, not by the optimizer (which would clip each replica's share).
     optimizers = {
@@ -93,7 +113,10 @@ def make_optimizer(train_config):
     kwargs = {"learning_rate": train_config.learning_rate}
     if train_config.optimizer_epsilon is not None:
         kwargs["epsilon"] = train_config.optimizer_epsilon
-    return optimizers[train_config.optimizer](**kwargs)
+    optimizer = optimizers[train_config.optimizer](**kwargs)
+    if train_config.mixed_precision == "fp16":
+        return keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
 
 
 class Trainer:
@@ -136,7 +159,7 @@ class Trainer:
             raise InputError(
                 f"train.batch_size={cfg.train.batch_size} does not split evenly over {replicas} replicas"
             )
-        with self.strategy.scope():
+        with self.strategy.scope(), dtype_policy(cfg.train.mixed_precision):
             model = self.spec.build_model(cfg.model, vocabulary, cfg.image_dim)
             optimizer = make_optimizer(cfg.train)
             optimizer.build(model.trainable_variables)
@@ -391,7 +414,8 @@ class _Loop:
         optimizer state, at the start of an epoch; checkpointed at once."""
         state = self.state
         tf.train.Checkpoint(model=self.model).restore(self.best.latest_checkpoint).expect_partial()
-        for variable in self.optimizer.variables:
+        # The moments, not a loss scale.
+        for variable in getattr(self.optimizer, "inner_optimizer", self.optimizer).variables:
             variable.assign(tf.zeros_like(variable))
         if int(state.step_in_epoch):
             state.epoch.assign_add(1)
@@ -409,7 +433,8 @@ class _Loop:
         # The train step is traced for the phase's loss.
         self.model.start_phase(int(self.state.phase))
         self._set_learning_rate()
-        self.train_step = make_train_step(self.model, self.optimizer, self.strategy, self.cfg.train.grad_clip_norm)
+        tc = self.cfg.train
+        self.train_step = make_train_step(self.model, self.optimizer, self.strategy, tc.grad_clip_norm, tc.jit_compile)
 
     def validate_metrics(self):
         split = self.dev_split
@@ -487,8 +512,9 @@ class _Loop:
 
         return strategy.distribute_datasets_from_function(dataset_fn)
 
-def make_train_step(model, optimizer, strategy, clip_norm=None):
-    """A tf.function running one distributed training step.
+def make_train_step(model, optimizer, strategy, clip_norm=None, jit_compile=False):
+    """A tf.function running one distributed training step (XLA-compiled
+    with `jit_compile`).
 
     Its argument is a distributed batch (see `_Loop._distribute`). It
     returns a dict of scalars: "loss", "grad_norm" (the global norm of the
@@ -510,10 +536,11 @@ def make_train_step(model, optimizer, strategy, clip_norm=None):
             # hardest negatives are searched over all of it and 1 and N
             # replicas train the same model; the gather's gradient sends
             # each replica the gradient of its own rows.
-            image_encodings = _gather_replicas(context, image_encodings)
+            # The similarity and the loss in float32 under mixed precision.
+            image_encodings = _gather_replicas(context, tf.cast(image_encodings, tf.float32))
             loss = model.pair_loss(
                 image_encodings,
-                _gather_replicas(context, text_encodings),
+                _gather_replicas(context, tf.cast(text_encodings, tf.float32)),
                 tf.cast(_gather_replicas(context, tf.cast(batch["image_index"], tf.float32)), tf.int64),
             )
             # Losses that layers add on this replica's batch (e.g. the RCN's
@@ -522,20 +549,28 @@ def make_train_step(model, optimizer, strategy, clip_norm=None):
             if model.losses:
                 loss += model.layer_loss_scale(tf.shape(image_encodings)[0]) * tf.add_n(model.losses)
             scaled = loss / replicas
+            # float16: Keras' dynamic loss scale s; the gradients are s times
+            # the loss's until the optimizer unscales them (and skips a step
+            # whose gradients overflowed).
+            loss_scale = getattr(optimizer, "dynamic_scale", None)
+            objective = scaled if loss_scale is None else optimizer.scale_loss(scaled)
         # Dense gradients (the word embedding's are IndexedSlices) can be
         # all-reduced, clipped and rescaled uniformly.
-        gradients = [tf.convert_to_tensor(g) for g in tape.gradient(scaled, variables)]
+        gradients = [tf.convert_to_tensor(g) for g in tape.gradient(objective, variables)]
         gradients = context.all_reduce(tf.distribute.ReduceOp.SUM, gradients)
         grad_norm = tf.linalg.global_norm(gradients)
+        if loss_scale is not None:
+            grad_norm /= tf.cast(loss_scale, grad_norm.dtype)
         if clip_norm:
-            gradients, _ = tf.clip_by_global_norm(gradients, clip_norm, use_norm=grad_norm)
+            scale = 1 if loss_scale is None else tf.cast(loss_scale, grad_norm.dtype)
+            gradients, _ = tf.clip_by_global_norm(gradients, clip_norm * scale, use_norm=grad_norm * scale)
         # The optimizer sums the replicas' gradients once more: hand it
         # each replica's share of the already reduced gradient.
         optimizer.apply_gradients(zip([g / replicas for g in gradients], variables))
         reductions.update({name: reduction for name, (_, reduction) in recorded.items()})
         return scaled, grad_norm, {name: tf.cast(value, tf.float32) for name, (value, _) in recorded.items()}
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, jit_compile=jit_compile)
     def train_step(batch):
         losses, grad_norms, recorded = strategy.run(replica_step, args=(batch,))
         mean = tf.distribute.ReduceOp.MEAN

@@ -2,6 +2,7 @@
 
 import keras
 import tensorflow as tf
+from tensorflow.python.ops import control_flow_util
 
 
 @keras.saving.register_keras_serializable(package="retrieval_zoo")
@@ -37,6 +38,9 @@ class PackedGRU(keras.layers.GRU):
     steps after it, as cuDNN does. The input projection x W + b of all
     steps is one matmul before the loop.
 
+    Under XLA (fixed shapes only) and on a GPU where Keras runs cuDNN
+    (which also skips padding), the layer is Keras' GRU itself.
+
     Only what the zoo uses: the last state (no sequences, no states
     returned), forward, default activations, zero initial state.
 
@@ -63,6 +67,8 @@ class PackedGRU(keras.layers.GRU):
     def call(self, sequences, initial_state=None, mask=None, training=False):
         if initial_state is not None:
             raise ValueError("PackedGRU starts from zeros")
+        if self._keras_recurrence():
+            return super().call(sequences, mask=mask, training=training)
         cell = self.cell
         batch, steps = tf.shape(sequences)[0], tf.shape(sequences)[1]
         lengths = tf.fill([batch], steps) if mask is None else tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
@@ -92,6 +98,9 @@ class PackedGRU(keras.layers.GRU):
         if training and 0 < cell.recurrent_dropout < 1:
             state = tf.zeros([batch, units], sequences.dtype)
             recurrent_masks = [tf.gather(m, order) for m in _masks(cell.get_recurrent_dropout_mask(state))]
+        # Keras' cell caches its masks for one call: not for the next trace.
+        cell.reset_dropout_mask()
+        cell.reset_recurrent_dropout_mask()
         state = _packed_recurrence(
             projected,
             tf.convert_to_tensor(cell.recurrent_kernel),
@@ -102,6 +111,17 @@ class PackedGRU(keras.layers.GRU):
             reset_after=cell.reset_after,
         )
         return tf.gather(state, tf.argsort(order))
+
+    def _keras_recurrence(self):
+        """Whether Keras' own GRU computes this call: under XLA, which
+        compiles fixed shapes only (the active batch here shrinks), and
+        where Keras uses cuDNN, which skips padding itself (a GPU, no
+        recurrent dropout, reset_after)."""
+        # TF's own test for an XLA-compiled graph (jit_compile=True).
+        if control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
+            return True
+        cudnn = self.use_cudnn in (True, "auto") and self.cell.reset_after and not self.cell.recurrent_dropout
+        return cudnn and bool(tf.config.list_logical_devices("GPU"))
 
     def compute_mask(self, inputs, mask=None):
         return None

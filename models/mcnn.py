@@ -290,6 +290,7 @@ class MCNNModel(RetrievalModel):
             self.score_pairs(ops.concatenate(images, 0), ops.concatenate(texts, 0), training=True),
             (1 + 2 * len(shifts), -1),
         )
+        scores = ops.cast(scores, "float32")  # the loss in float32 under mixed precision
         positive, wrong_sentence, wrong_image = scores[0], scores[1 : 1 + len(shifts)], scores[1 + len(shifts) :]
         distinct = ops.stack([image_index != ops.roll(image_index, -s, axis=0) for s in shifts])
         margin = self.config.margin

@@ -26,6 +26,7 @@ from layers.cosine_similarity import CosineSimilarity
 from layers.full_network_embedding import FullNetworkEmbedding
 from layers.hinge_losses import MaxOfHinges, SumOfHinges
 from layers.order_violation_similarity import OrderViolationSimilarity
+from layers.packed_gru import PackedGRU
 from layers.text_vectorizer import TextVectorizer
 from models import registry
 from models.base import RetrievalModel
@@ -118,11 +119,13 @@ class VSEModel(RetrievalModel):
             mask_zero=True,
         )
         self.sentence_encoder = self.make_sentence_encoder(config)
-        self.image_input = IMAGE_INPUTS[config.image_input]()
+        # Normalisations and the similarity in float32 under a mixed
+        # precision policy (`TrainConfig.mixed_precision`).
+        self.image_input = IMAGE_INPUTS[config.image_input](dtype="float32")
         self.image_projection = keras_layers.Dense(config.embed_dim, use_bias=config.image_bias)
-        self.text_norm = keras_layers.UnitNormalization()
-        self.image_norm = keras_layers.UnitNormalization()
-        self.similarity_layer = SIMILARITIES[config.similarity]()
+        self.text_norm = keras_layers.UnitNormalization(dtype="float32")
+        self.image_norm = keras_layers.UnitNormalization(dtype="float32")
+        self.similarity_layer = SIMILARITIES[config.similarity](dtype="float32")
         self.hinges = [
             HINGE_LOSSES[name](margin=config.margin, reduction=config.loss_reduction)
             for name in config.hinge.split("-")
@@ -133,8 +136,9 @@ class VSEModel(RetrievalModel):
     def make_sentence_encoder(self, config):
         """The layer reading word vectors [B, L, word_dim] and a mask [B, L]
         into sentence embeddings [B, embed_dim]: here one GRU (Keras'
-        cuDNN-compatible variant, as VSE++'s PyTorch GRU)."""
-        return keras_layers.GRU(config.embed_dim)
+        cuDNN-compatible variant, as VSE++'s PyTorch GRU), which like
+        VSE++'s packed sequences computes each caption's real words only."""
+        return PackedGRU(config.embed_dim)
 
     def encode_text(self, token_ids, training=False):
         words = self.word_embedding(token_ids)

@@ -32,7 +32,8 @@ Readings taken where the paper is silent, and the public code
   on the word embeddings, the GRU's inputs and recurrent state, and the
   hidden layers, as the public code.
 - The GRU is eq. 3 (reset gate before the recurrent product; sigmoid
-  gates), Keras' `GRU(reset_after=False)`, whose update gate z is the
+  gates), Keras' `GRU(reset_after=False)` (as `PackedGRU`, which skips the
+  padding), whose update gate z is the
   paper's 1 - z (the same function class). The public code used Keras 2's
   hard sigmoid; the paper writes a sigmoid, which is taken. It reads the
   first 32 tokens (the public code's `sent_maxlen`), masked instead of
@@ -81,6 +82,7 @@ from layers.dot_product_similarity import DotProductSimilarity
 from layers.hinge_losses import MaxOfHinges, SumOfHinges
 from layers.mean_word_vector import MeanWordVector
 from layers.negative_mse_similarity import NegativeMSESimilarity
+from layers.packed_gru import PackedGRU
 from layers.text_vectorizer import TextVectorizer
 from models import registry
 from models.base import RetrievalModel
@@ -201,7 +203,7 @@ class W2VVModel(RetrievalModel):
                 embeddings_initializer=keras.initializers.RandomUniform(-init, init), mask_zero=True,
             )
             self.embedding_dropout = keras_layers.Dropout(config.dropout)
-            self.gru = keras_layers.GRU(
+            self.gru = PackedGRU(
                 config.gru_units, reset_after=False, dropout=config.dropout, recurrent_dropout=config.dropout
             )
         # Eqs. 5-7: ReLU layers, dropout after each hidden one, the output
@@ -211,7 +213,7 @@ class W2VVModel(RetrievalModel):
         for units in config.hidden_units:
             mlp += [keras_layers.Dense(units, activation="relu"), keras_layers.Dropout(config.dropout)]
         self.mlp = keras.Sequential([*mlp, keras_layers.Dense(image_dim, activation="relu")], name="mlp")
-        self.similarity_layer = SIMILARITIES[config.similarity]()
+        self.similarity_layer = SIMILARITIES[config.similarity](dtype="float32")  # also under mixed precision
         if config.loss in HINGE_LOSSES:
             self.hinge = HINGE_LOSSES[config.loss](margin=config.margin, reduction="sum")
 

@@ -99,3 +99,15 @@ def test_only_the_last_state_of_a_forward_gru():
     for kwargs in ({"return_sequences": True}, {"go_backwards": True}, {"activation": "relu"}):
         with pytest.raises(ValueError, match="PackedGRU"):
             PackedGRU(4, **kwargs)
+
+
+def test_under_xla_keras_padded_recurrence_computes_the_same():
+    """XLA compiles fixed shapes only: there the layer is Keras' GRU."""
+    x, mask = batch([5, 2, 0, 4], 5)
+    padded, packed = twin_layers(x, mask)
+    compiled = tf.function(lambda a, b: outputs_and_gradients(packed, a, b), jit_compile=True)
+    expected, expected_grads = outputs_and_gradients(padded, x, mask)
+    got, grads = compiled(x, mask)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    for g, e in zip(grads, expected_grads):
+        np.testing.assert_allclose(g, e, atol=1e-5)
