@@ -43,6 +43,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -66,6 +67,9 @@ def parse_args(argv):
     parser.add_argument("--fv-em-large", action="store_true",
                         help="with --fv-em, also a random 300,000 x 300 sample (slow: more than 10 minutes here)")
     parser.add_argument("--data-checks", action="store_true", help="time the up-front data checks of a run instead")
+    parser.add_argument("--vsepp", metavar="VSEPP_CLONE",
+                        help="alternate training rounds with VSE++'s own PyTorch step (a clone of fartashf/vsepp)")
+    parser.add_argument("--rounds", type=count, default=3, help="alternating rounds for --vsepp")
     parser.add_argument("--encode", metavar="SAVED_MODEL", help="time a SavedModel's encode_text on the test captions instead")
     args = parser.parse_args(argv)
     if args.eval_only and args.skip_eval:
@@ -91,6 +95,9 @@ def _run(args):
         return 0
     if args.order_similarity:
         print(json.dumps(order_similarity_evaluation(args.order_similarity, args.dim), indent=2))
+        return 0
+    if args.vsepp:
+        print(json.dumps(compare_with_vsepp(args.model[0], args), indent=2))
         return 0
     reports = [measure(name, args) for name in args.model]
     for report in reports[1:] if not args.eval_only else ():
@@ -222,6 +229,14 @@ def order_similarity_evaluation(n_images, dim):
     }
 
 
+def build_model(spec, config, vocabulary, image_dim):
+    """The model as the trainer builds it (under its precision policy)."""
+    import training
+
+    with training.dtype_policy(config.train.mixed_precision):
+        return spec.build_model(config.model, vocabulary, image_dim)
+
+
 def measure(model_name, args):
     """Times one model's training steps (and evaluation); returns a report."""
     import keras
@@ -244,7 +259,7 @@ def measure(model_name, args):
         vocabulary = spec.vocabulary(config.model, train_split.captions, None)
     keras.utils.set_random_seed(config.train.seed)
     image_dim = train_split.images.shape[1]
-    model = spec.build_model(config.model, vocabulary, image_dim)
+    model = build_model(spec, config, vocabulary, image_dim)
     report = {
         "model": model_name,
         "preset": args.preset,
@@ -279,32 +294,180 @@ def measure(model_name, args):
 
 
 def time_training(model, config, train_split, args):
-    """Training throughput on real batches through the trainer's own step."""
+    """Training throughput on real batches through the trainer's own step,
+    and the GFLOP/s that makes of the model's matrix products (training =
+    3 x `forward_flops`), against this machine's float32 matmul rate."""
+    batches = training_batches(model, config, train_split, args.warmup + args.steps)
+    step = zoo_step(model, config)
+    for batch in batches[: args.warmup]:
+        step(batch)
+    seconds = time_steps(step, batches[args.warmup :])
+    report = {"batch_size": config.train.batch_size, **throughput(config, args.steps, seconds)}
+    flops = training_flops(model, batches[args.warmup :])
+    if flops is not None:
+        report["train_gflop_per_step"] = round(flops / 1e9, 2)
+        report["train_gflops_per_s"] = round(flops / 1e9 / (seconds / args.steps), 1)
+        report["machine_matmul_gflops_per_s"] = machine_matmul_gflops()
+    return report
+
+
+def training_batches(model, config, train_split, count):
+    """The first `count` training batches of the run's epoch order (as
+    tensors: what the trainer's dataset yields)."""
+    from data import pipeline
+
+    data = pipeline.tokenize_split(train_split, model.vectorizer)
+    order = pipeline.epoch_order(
+        data, config.train.sampling, config.train.batch_size, config.train.seed, 0, config.train.bucket_by_length
+    )
+    dataset = iter(pipeline.training_dataset(data, np.resize(order, (count, order.shape[1]))))
+    return [next(dataset) for _ in range(count)]
+
+
+def zoo_step(model, config):
+    """One training step of the trainer (its optimizer, clipping, precision
+    and XLA settings), waiting for the loss."""
     import tensorflow as tf
 
     import training
-    from data import pipeline
 
     optimizer = training.make_optimizer(config.train)
     optimizer.build(model.trainable_variables)
-    step = training.make_train_step(model, optimizer, tf.distribute.get_strategy(), config.train.grad_clip_norm)
-    data = pipeline.tokenize_split(train_split, model.vectorizer)
-    batches = pipeline.epoch_order(
-        data, config.train.sampling, config.train.batch_size, config.train.seed, 0, config.train.bucket_by_length
-    )
-    needed = args.warmup + args.steps
-    dataset = iter(pipeline.training_dataset(data, np.resize(batches, (needed, batches.shape[1]))))
-    for _ in range(args.warmup):
-        float(step(next(dataset))["loss"])
+    tc = config.train
+    step = training.make_train_step(model, optimizer, tf.distribute.get_strategy(), tc.grad_clip_norm, tc.jit_compile)
+    return lambda batch: float(step(batch)["loss"])
+
+
+def time_steps(step, batches):
     start = time.perf_counter()
-    for _ in range(args.steps):
-        float(step(next(dataset))["loss"])
-    train_seconds = time.perf_counter() - start
+    for batch in batches:
+        step(batch)
+    return time.perf_counter() - start
+
+
+def throughput(config, steps, seconds):
     return {
-        "batch_size": config.train.batch_size,
-        "train_pairs_per_s": round(args.steps * config.train.batch_size / train_seconds, 1),
-        "train_step_ms": round(1000 * train_seconds / args.steps, 1),
+        "train_pairs_per_s": round(steps * config.train.batch_size / seconds, 1),
+        "train_step_ms": round(1000 * seconds / steps, 1),
     }
+
+
+def training_flops(model, batches):
+    """Mean FLOPs of a training step over `batches`, or None."""
+    counts = [model.forward_flops(b["token_ids"].numpy(), b["image_features"].numpy()) for b in batches]
+    return None if None in counts else 3 * sum(counts) / len(counts)
+
+
+def machine_matmul_gflops(repeats=20):
+    """The best float32 rate of a [128, 1024] x [1024, 3072] product here
+    (a GRU's recurrent product at batch 128), in GFLOP/s."""
+    import tensorflow as tf
+
+    a, b = tf.random.normal([128, 1024]), tf.random.normal([1024, 3072])
+    product = tf.function(lambda: tf.reduce_sum(a @ b))
+    product()
+    best = min(time_steps(lambda _: float(product()), [None]) for _ in range(repeats))
+    return round(2 * 128 * 1024 * 3072 / best / 1e9, 1)
+
+
+def compare_with_vsepp(name, args):
+    """Alternating rounds of the zoo's training step and VSE++'s own
+    `VSE.train_emb` (PyTorch) on the same batches; pairs/s of each."""
+    import keras
+
+    from data import readers
+    from models import registry
+
+    spec = registry.get(name)
+    config = spec.experiment(args.preset, args.set)
+    train_split = readers.load_split(config.data.path, config.data.train_split, config.data.image_features)
+    vocabulary = spec.vocabulary(config.model, train_split.captions, None)
+    keras.utils.set_random_seed(config.train.seed)
+    model = build_model(spec, config, vocabulary, train_split.images.shape[1])
+    batches = training_batches(model, config, train_split, args.warmup + args.steps)
+    steps = {"zoo": zoo_step(model, config), "vsepp": vsepp_step(args.vsepp, config, len(vocabulary), train_split)}
+    for step in steps.values():
+        for batch in batches[: args.warmup]:
+            step(batch)
+    rounds = []
+    for _ in range(args.rounds):
+        rates = {who: throughput(config, args.steps, time_steps(step, batches[args.warmup :]))["train_pairs_per_s"]
+                 for who, step in steps.items()}
+        rounds.append({**rates, "zoo_vs_vsepp": round(rates["zoo"] / rates["vsepp"], 2)})
+    flops = training_flops(model, batches[args.warmup :])
+    return {
+        "model": name,
+        "preset": args.preset,
+        "overrides": args.set,
+        "batch_size": config.train.batch_size,
+        "steps_per_round": args.steps,
+        "train_gflop_per_step": None if flops is None else round(flops / 1e9, 2),
+        "rounds_pairs_per_s": rounds,
+        "median_zoo_vs_vsepp": float(np.median([r["zoo_vs_vsepp"] for r in rounds])),
+    }
+
+
+def vsepp_step(path, config, vocabulary_size, train_split):
+    """VSE++'s training step (`VSE.train_emb` of model.py in a clone of
+    github.com/fartashf/vsepp at `path`) configured as the zoo's model:
+    sizes, margin, hardest negative or sum, clipping, learning rate.
+
+    VSE++'s code targets PyTorch 0.3 with a GPU. Three shims let today's
+    CPU PyTorch run it unchanged: `Tensor.cuda` returns the tensor when
+    there is no GPU; `forward_loss` is its criterion without the logging
+    line (`loss.data[0]` fails on a 0-dim loss now); and a stub stands in
+    for torchvision when it is missing (only VSE++'s end-to-end image
+    encoder uses it, not the precomputed-feature one timed here).
+    """
+    import argparse as arguments
+    import importlib.util
+    import types
+
+    from data.errors import InputError
+    from data.readers import check_file
+
+    try:
+        import torch
+    except ImportError:
+        raise InputError("--vsepp needs PyTorch: pip install torch (a CPU build will do)") from None
+    model_file = Path(path) / "model.py"
+    check_file(model_file)
+    try:
+        import torchvision  # noqa: F401
+    except ImportError:
+        sys.modules["torchvision"] = types.SimpleNamespace(models=None)
+        sys.modules["torchvision.models"] = types.ModuleType("torchvision.models")
+    if not torch.cuda.is_available():
+        torch.Tensor.cuda = lambda tensor, *args, **kwargs: tensor
+    module_spec = importlib.util.spec_from_file_location("vsepp_model", model_file)
+    vsepp = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(vsepp)
+
+    model, train = config.model, config.train
+    if not all(hasattr(model, key) for key in ("word_dim", "embed_dim", "margin", "hinge")):
+        raise InputError(f"--vsepp: VSE++ trains a VSE model; {config.model_name} is not one")
+    options = arguments.Namespace(
+        data_name="f8k_precomp", img_dim=train_split.images.shape[1], embed_size=model.embed_dim, finetune=False,
+        cnn_type="vgg19", use_abs=model.absolute, no_imgnorm=False, vocab_size=vocabulary_size,
+        word_dim=model.word_dim, num_layers=1, margin=model.margin, measure="cosine",
+        max_violation=model.hinge == "max", grad_clip=train.grad_clip_norm or 0, learning_rate=train.learning_rate,
+    )
+    vse = vsepp.VSE(options)
+    vse.train_start()
+    vse.logger = types.SimpleNamespace(update=lambda *args, **kwargs: None)
+    vse.forward_loss = lambda image_embeddings, caption_embeddings, **kwargs: vse.criterion(
+        image_embeddings, caption_embeddings
+    )
+
+    def step(batch):
+        # VSE++'s loader sorts each batch by caption length, longest first.
+        token_ids, images = batch["token_ids"].numpy(), batch["image_features"].numpy()
+        lengths = np.count_nonzero(token_ids, axis=1)
+        order = np.argsort(-lengths, kind="stable")
+        vse.train_emb(torch.from_numpy(images[order]), torch.from_numpy(token_ids[order]).long(),
+                      lengths[order].tolist())
+
+    return step
 
 
 if __name__ == "__main__":

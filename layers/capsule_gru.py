@@ -105,6 +105,11 @@ class CapsuleGRU(keras.layers.Layer):
     def compute_output_shape(self, inputs_shape, mask_shape=None):
         return (inputs_shape[0], self.num_capsules, self.units)
 
+    def forward_flops(self, tokens):
+        """FLOPs of the forward matrix products over `tokens` tokens: every
+        capsule's input and recurrent projections, 2 x 3H x (F + H) each."""
+        return 2 * tokens * self.num_capsules * 3 * self.units * (self.kernel.shape[1] + self.units)
+
     def get_config(self):
         return {
             **super().get_config(),

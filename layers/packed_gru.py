@@ -112,6 +112,11 @@ class PackedGRU(keras.layers.GRU):
         )
         return tf.gather(state, tf.argsort(order))
 
+    def forward_flops(self, tokens):
+        """FLOPs of the forward matrix products over `tokens` real tokens:
+        the input and recurrent projections, 2 x 3H x (F + H) a token."""
+        return 2 * tokens * 3 * self.units * (self.cell.kernel.shape[0] + self.units)
+
     def _keras_recurrence(self):
         """Whether Keras' own GRU computes this call: under XLA, which
         compiles fixed shapes only (the active batch here shrinks), and

@@ -101,6 +101,19 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
         """
         raise NotImplementedError(f"{type(self).__name__} is trained by gradients, not fitted")
 
+    def forward_flops(self, token_ids, image_features):
+        """The floating-point operations of the forward pass's matrix
+        products on a batch (a multiply-add counts 2), for benchmarks; a
+        training step costs about 3 times as much (each product's
+        gradients, for its input and its weights, cost one product each).
+        None where a model does not count them.
+
+        Args:
+          token_ids: int array [B, L] of the batch (0 = padding).
+          image_features: float array [B, F].
+        """
+        return None
+
     def adapt(self, training_image_features):
         """Fits statistics of the training images (e.g. a Full-Network
         Embedding's standardisation) before training; [N, F] array."""

@@ -223,6 +223,12 @@ class RecurrentCapsuleEncoder(keras.layers.Layer):
     def compute_mask(self, words, mask=None):
         return None
 
+    def forward_flops(self, tokens):
+        """The GRUs' matrix products over `tokens` tokens: T + 1 passes of
+        the embedding GRUs, T of the mask GRUs."""
+        flops = (self.recursions + 1) * self.embedding_grus.forward_flops(tokens)
+        return flops + (self.recursions * self.mask_grus.forward_flops(tokens) if self.recursions else 0)
+
     def compute_output_shape(self, words_shape, mask_shape=None):
         return (words_shape[0], self.units)
 

@@ -17,6 +17,7 @@ registered in `models/fne_pipelines.py`.
 import dataclasses
 
 import keras
+import numpy as np
 from keras import layers as keras_layers
 from keras import ops
 
@@ -153,6 +154,13 @@ class VSEModel(RetrievalModel):
 
     def _embedding(self, unit_vectors):
         return ops.abs(unit_vectors) if self.config.absolute else unit_vectors
+
+    def forward_flops(self, token_ids, image_features):
+        """The GRU's products over the real tokens (what it computes) and
+        the image map's."""
+        tokens = int(np.count_nonzero(token_ids))
+        images, features = np.shape(image_features)
+        return self.sentence_encoder.forward_flops(tokens) + 2 * images * features * self.config.embed_dim
 
     def start_phase(self, phase):
         self.hinge = self.hinges[phase]

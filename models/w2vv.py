@@ -70,6 +70,7 @@ import dataclasses
 from pathlib import Path
 
 import keras
+import numpy as np
 from keras import layers as keras_layers
 from keras import ops
 
@@ -233,6 +234,14 @@ class W2VVModel(RetrievalModel):
     def encode_text(self, token_ids, training=False):
         """r(q) of eqs. 5-7: the predicted visual feature, float [B, image_dim]."""
         return self.mlp(self.sentence_vector(token_ids, training=training), training=training)
+
+    def forward_flops(self, token_ids, image_features):
+        """The GRU's products over its real tokens and the MLP's."""
+        flops = 0
+        if "gru" in self.scales:
+            flops += self.gru.forward_flops(int(np.count_nonzero(np.asarray(token_ids)[:, : self.config.max_gru_tokens])))
+        dense = [layer for layer in self.mlp.layers if isinstance(layer, keras_layers.Dense)]
+        return flops + sum(2 * len(token_ids) * int(np.prod(layer.kernel.shape)) for layer in dense)
 
     def encode_image(self, image_features, training=False):
         """phi(x) itself: nothing is learned on the visual side."""
