@@ -372,45 +372,77 @@ def machine_matmul_gflops(repeats=20):
 
 def compare_with_vsepp(name, args):
     """Alternating rounds of the zoo's training step and VSE++'s own
-    `VSE.train_emb` (PyTorch) on the same batches; pairs/s of each."""
+    `VSE.train_emb` (PyTorch, in a process of its own, idle while the zoo
+    runs) on the same batches; pairs/s of each."""
+    import multiprocessing
+
     import keras
 
     from data import readers
+    from data.errors import InputError
     from models import registry
 
     spec = registry.get(name)
     config = spec.experiment(args.preset, args.set)
+    model_config, train = config.model, config.train
+    if not all(hasattr(model_config, key) for key in ("word_dim", "embed_dim", "margin", "hinge", "absolute")):
+        raise InputError(f"--vsepp: VSE++ trains a VSE model; {name} is not one")
     train_split = readers.load_split(config.data.path, config.data.train_split, config.data.image_features)
-    vocabulary = spec.vocabulary(config.model, train_split.captions, None)
-    keras.utils.set_random_seed(config.train.seed)
+    vocabulary = spec.vocabulary(model_config, train_split.captions, None)
+    keras.utils.set_random_seed(train.seed)
     model = build_model(spec, config, vocabulary, train_split.images.shape[1])
     batches = training_batches(model, config, train_split, args.warmup + args.steps)
-    steps = {"zoo": zoo_step(model, config), "vsepp": vsepp_step(args.vsepp, config, len(vocabulary), train_split)}
-    for step in steps.values():
+    # VSE++'s train.py options, set as the zoo's model.
+    options = dict(
+        data_name="f8k_precomp", img_dim=train_split.images.shape[1], embed_size=model_config.embed_dim,
+        finetune=False, cnn_type="vgg19", use_abs=model_config.absolute, no_imgnorm=False,
+        vocab_size=len(vocabulary), word_dim=model_config.word_dim, num_layers=1, margin=model_config.margin,
+        measure="cosine", max_violation=model_config.hinge == "max", grad_clip=train.grad_clip_norm or 0,
+        learning_rate=train.learning_rate,
+    )
+    arrays = [(b["image_features"].numpy(), b["token_ids"].numpy()) for b in batches]
+    context = multiprocessing.get_context("spawn")
+    connection, child_end = context.Pipe()
+    worker = context.Process(target=vsepp_worker, args=(child_end, args.vsepp, options, arrays, args.warmup))
+    worker.start()
+    try:
+        message = connection.recv()  # ready, or why not
+        if isinstance(message, str):
+            raise InputError(message)
+        step = zoo_step(model, config)
         for batch in batches[: args.warmup]:
             step(batch)
-    rounds = []
-    for _ in range(args.rounds):
-        rates = {who: throughput(config, args.steps, time_steps(step, batches[args.warmup :]))["train_pairs_per_s"]
-                 for who, step in steps.items()}
-        rounds.append({**rates, "zoo_vs_vsepp": round(rates["zoo"] / rates["vsepp"], 2)})
+        rounds = []
+        for _ in range(args.rounds):
+            zoo = time_steps(step, batches[args.warmup :])
+            connection.send("round")
+            vsepp = connection.recv()
+            rates = {who: throughput(config, args.steps, seconds)["train_pairs_per_s"]
+                     for who, seconds in (("zoo", zoo), ("vsepp", vsepp))}
+            rounds.append({**rates, "zoo_vs_vsepp": round(rates["zoo"] / rates["vsepp"], 2)})
+        connection.send("stop")
+    finally:
+        worker.join(timeout=60)
+        if worker.is_alive():
+            worker.kill()
     flops = training_flops(model, batches[args.warmup :])
     return {
         "model": name,
         "preset": args.preset,
         "overrides": args.set,
-        "batch_size": config.train.batch_size,
+        "batch_size": train.batch_size,
         "steps_per_round": args.steps,
         "train_gflop_per_step": None if flops is None else round(flops / 1e9, 2),
         "rounds_pairs_per_s": rounds,
-        "median_zoo_vs_vsepp": float(np.median([r["zoo_vs_vsepp"] for r in rounds])),
+        "median_zoo_vs_vsepp": round(float(np.median([r["zoo_vs_vsepp"] for r in rounds])), 2),
     }
 
 
-def vsepp_step(path, config, vocabulary_size, train_split):
-    """VSE++'s training step (`VSE.train_emb` of model.py in a clone of
-    github.com/fartashf/vsepp at `path`) configured as the zoo's model:
-    sizes, margin, hardest negative or sum, clipping, learning rate.
+def vsepp_worker(connection, path, options, batches, warmup):
+    """In a process of its own: VSE++'s `VSE` (model.py of a clone of
+    github.com/fartashf/vsepp at `path`) built with `options` (its train.py
+    options); after `warmup` steps, times `train_emb` over the other
+    batches at each "round" message and sends the seconds.
 
     VSE++'s code targets PyTorch 0.3 with a GPU. Three shims let today's
     CPU PyTorch run it unchanged: `Tensor.cuda` returns the tensor when
@@ -423,15 +455,15 @@ def vsepp_step(path, config, vocabulary_size, train_split):
     import importlib.util
     import types
 
-    from data.errors import InputError
-    from data.readers import check_file
-
     try:
         import torch
     except ImportError:
-        raise InputError("--vsepp needs PyTorch: pip install torch (a CPU build will do)") from None
+        connection.send("--vsepp needs PyTorch: pip install torch (a CPU build will do)")
+        return
     model_file = Path(path) / "model.py"
-    check_file(model_file)
+    if not model_file.is_file():
+        connection.send(f"{model_file}: not found (--vsepp takes a clone of github.com/fartashf/vsepp)")
+        return
     try:
         import torchvision  # noqa: F401
     except ImportError:
@@ -442,17 +474,7 @@ def vsepp_step(path, config, vocabulary_size, train_split):
     module_spec = importlib.util.spec_from_file_location("vsepp_model", model_file)
     vsepp = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(vsepp)
-
-    model, train = config.model, config.train
-    if not all(hasattr(model, key) for key in ("word_dim", "embed_dim", "margin", "hinge")):
-        raise InputError(f"--vsepp: VSE++ trains a VSE model; {config.model_name} is not one")
-    options = arguments.Namespace(
-        data_name="f8k_precomp", img_dim=train_split.images.shape[1], embed_size=model.embed_dim, finetune=False,
-        cnn_type="vgg19", use_abs=model.absolute, no_imgnorm=False, vocab_size=vocabulary_size,
-        word_dim=model.word_dim, num_layers=1, margin=model.margin, measure="cosine",
-        max_violation=model.hinge == "max", grad_clip=train.grad_clip_norm or 0, learning_rate=train.learning_rate,
-    )
-    vse = vsepp.VSE(options)
+    vse = vsepp.VSE(arguments.Namespace(**options))
     vse.train_start()
     vse.logger = types.SimpleNamespace(update=lambda *args, **kwargs: None)
     vse.forward_loss = lambda image_embeddings, caption_embeddings, **kwargs: vse.criterion(
@@ -461,13 +483,17 @@ def vsepp_step(path, config, vocabulary_size, train_split):
 
     def step(batch):
         # VSE++'s loader sorts each batch by caption length, longest first.
-        token_ids, images = batch["token_ids"].numpy(), batch["image_features"].numpy()
+        images, token_ids = batch
         lengths = np.count_nonzero(token_ids, axis=1)
         order = np.argsort(-lengths, kind="stable")
         vse.train_emb(torch.from_numpy(images[order]), torch.from_numpy(token_ids[order]).long(),
                       lengths[order].tolist())
 
-    return step
+    for batch in batches[:warmup]:
+        step(batch)
+    connection.send(None)
+    while connection.recv() == "round":
+        connection.send(time_steps(step, batches[warmup:]))
 
 
 if __name__ == "__main__":

@@ -141,6 +141,11 @@ def _gates(matrix, count):
     return tf.split(matrix, 3, axis=-1) if count == 3 else [matrix]
 
 
+def _times_transpose(a, b):
+    """a b^T, without materialising b^T (at every step of a loop)."""
+    return tf.matmul(a, b, transpose_b=True)
+
+
 def _packed_recurrence(projected, recurrent_kernel, recurrent_bias, alive, batch, *masks, reset_after):
     """The GRU recurrence over length-sorted sequences, with its gradient.
 
@@ -224,18 +229,18 @@ def _packed_recurrence(projected, recurrent_kernel, recurrent_bias, alive, batch
                     d_a_h, d_r = d_candidate * r, d_candidate * extra
                 else:
                     d_a_h = d_candidate
-                    d_reset_state = d_candidate @ tf.transpose(u_h)
+                    d_reset_state = _times_transpose(d_candidate, u_h)
                     d_r, d_h_h = d_reset_state * h_h, d_reset_state * r
                 d_r = d_r * r * (1 - r)
                 d_a = tf.concat([d_z, d_r, d_a_h], axis=-1)
                 if masks:
-                    products = [d_z @ tf.transpose(u_z), d_r @ tf.transpose(u_r)]
-                    products.append(d_a_h @ tf.transpose(u_h) if reset_after else d_h_h)
+                    products = [_times_transpose(d_z, u_z), _times_transpose(d_r, u_r)]
+                    products.append(_times_transpose(d_a_h, u_h) if reset_after else d_h_h)
                     d_previous += tf.add_n([p * m[:n] for p, m in zip(products, masks)])
                 elif reset_after:
-                    d_previous += d_a @ tf.transpose(recurrent_kernel)
+                    d_previous += _times_transpose(d_a, recurrent_kernel)
                 else:
-                    d_previous += tf.concat([d_z, d_r], axis=-1) @ tf.transpose(u_zr) + d_h_h
+                    d_previous += _times_transpose(tf.concat([d_z, d_r], axis=-1), u_zr) + d_h_h
                 d_x = tf.concat([d_z, d_r, d_candidate], axis=-1)
                 d_projected = d_projected.write(t, d_x)
                 # The rows that ended at step t - 1 take the output's gradient.
@@ -259,7 +264,7 @@ def _packed_recurrence(projected, recurrent_kernel, recurrent_bias, alive, batch
             blocks, start = [], 0
             for gate in range(3):
                 if gate == 2 or inputs[gate] is not inputs[gate + 1]:
-                    blocks.append(tf.transpose(inputs[gate]) @ d_a[:, start * units : (gate + 1) * units])
+                    blocks.append(tf.matmul(inputs[gate], d_a[:, start * units : (gate + 1) * units], transpose_a=True))
                     start = gate + 1
             d_kernel = tf.concat(blocks, axis=-1) if len(blocks) > 1 else blocks[0]
             d_bias = tf.reduce_sum(d_a, axis=0) if reset_after else tf.zeros_like(recurrent_bias)
