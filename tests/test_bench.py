@@ -11,6 +11,22 @@ def test_bench_reports_throughput_and_cost_relative_to_the_first_model(capsys):
     assert (first["model"], second["model"]) == ("rcn-gru", "rcn")
     assert first["train_pairs_per_s"] > 0 and "eval_seconds" not in first
     assert second["step_time_vs_first"] == round(second["train_step_ms"] / first["train_step_ms"], 2)
+    # GFLOP/s: 3 x the forward products' count over the timed steps' time.
+    for report in (first, second):
+        rate = report["train_gflop_per_step"] / (report["train_step_ms"] / 1000)
+        assert report["train_gflops_per_s"] > 0 and abs(report["train_gflops_per_s"] - rate) < 0.02 * rate
+        assert report["machine_matmul_gflops_per_s"] > 0
+    assert second["train_gflop_per_step"] > first["train_gflop_per_step"]  # 4 capsules, 4 recursions
+
+
+def test_bench_against_vsepp_needs_a_clone_of_it_and_a_vse_model(tmp_path, capsys):
+    assert bench.main(["--model", "w2vv", "--vsepp", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == "error: --vsepp: VSE++ trains a VSE model; w2vv is not one"
+    assert bench.main(["--model", "gru", *TINY, "--vsepp", str(tmp_path)]) == 2
+    error = capsys.readouterr().err.strip()
+    # Without PyTorch, that; with it, the missing clone.
+    assert error in ("error: --vsepp needs PyTorch: pip install torch (a CPU build will do)",
+                     f"error: {tmp_path / 'model.py'}: not found (--vsepp takes a clone of github.com/fartashf/vsepp)")
 
 
 def test_bad_input_is_a_one_line_error(capsys):

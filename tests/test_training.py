@@ -9,6 +9,7 @@ import tensorflow as tf
 
 import train
 import training
+from config import TrainConfig
 from metrics import METRIC_NAMES
 from data.errors import InputError
 from layers.hinge_losses import MaxOfHinges, SumOfHinges
@@ -161,3 +162,72 @@ def test_train_step_reports_the_gradient_norm_before_clipping():
     # The update itself was clipped: SGD at rate 1 moved the weights by 1e-3.
     moved = np.sqrt(sum(np.sum((v.numpy() - b) ** 2) for v, b in zip(model.trainable_variables, before)))
     np.testing.assert_allclose(moved, 1e-3, rtol=1e-3)
+
+
+def one_step(model, optimizer, clip_norm=None, jit_compile=False, size=6):
+    images, token_ids = batch(size=size)
+    step = training.make_train_step(model, optimizer, tf.distribute.get_strategy(), clip_norm, jit_compile)
+    return step({"image_features": images, "token_ids": token_ids, "image_index": tf.range(size, dtype=tf.int64)})
+
+
+@pytest.mark.parametrize("mixed_precision, compute", [("bf16", "bfloat16"), ("fp16", "float16")])
+def test_mixed_precision_computes_low_but_keeps_weights_similarity_loss_and_norms_float32(
+    mixed_precision, compute
+):
+    keras.utils.set_random_seed(0)
+    reference = tiny_model("gru")
+    with training.dtype_policy(mixed_precision):
+        keras.utils.set_random_seed(0)
+        model = tiny_model("gru")
+    assert keras.config.dtype_policy().name == "float32"  # restored
+    assert model.sentence_encoder.compute_dtype == model.image_projection.compute_dtype == compute
+    assert all(v.dtype == "float32" for v in model.variables if v.trainable)
+    for layer in (model.text_norm, model.image_norm, model.similarity_layer):
+        assert layer.compute_dtype == "float32"
+    images, token_ids = batch(size=6)
+    sims = model.similarity(model.encode_image(images), model.encode_text(token_ids))
+    assert sims.dtype == tf.float32
+    expected = reference.similarity(reference.encode_image(images), reference.encode_text(token_ids))
+    np.testing.assert_allclose(sims, expected, atol=0.05)
+
+    config = TrainConfig(mixed_precision=mixed_precision, optimizer="sgd", learning_rate=1.0)
+    optimizer = training.make_optimizer(config)
+    assert isinstance(optimizer, keras.optimizers.LossScaleOptimizer) == (mixed_precision == "fp16")
+    if mixed_precision == "fp16":
+        # Keras starts at 2**15, which this batch's gradients overflow (the
+        # step would be skipped, next test); a scale they fit under.
+        optimizer.build(model.trainable_variables)
+        optimizer.dynamic_scale.assign(16.0)
+    before = [v.numpy() for v in model.trainable_variables]
+    result = one_step(model, optimizer, clip_norm=1e-3)
+    expected = one_step(reference, keras.optimizers.SGD(1.0), clip_norm=1e-3)
+    # The reported norm is the unscaled gradient's, and clipping acts on it.
+    np.testing.assert_allclose(result["loss"], expected["loss"], rtol=0.05)
+    np.testing.assert_allclose(result["grad_norm"], expected["grad_norm"], rtol=0.1)
+    moved = np.sqrt(sum(np.sum((v.numpy() - b) ** 2) for v, b in zip(model.trainable_variables, before)))
+    np.testing.assert_allclose(moved, 1e-3, rtol=0.02)
+
+
+def test_an_overflowing_float16_step_is_skipped_and_the_loss_scale_lowered():
+    with training.dtype_policy("fp16"):
+        model = tiny_model("gru")
+    optimizer = training.make_optimizer(TrainConfig(mixed_precision="fp16"))
+    optimizer.build(model.trainable_variables)
+    optimizer.dynamic_scale.assign(2.0**60)  # overflows float16 at once
+    before = [v.numpy() for v in model.trainable_variables]
+    one_step(model, optimizer)
+    assert float(optimizer.dynamic_scale) == 2.0**59
+    for v, b in zip(model.trainable_variables, before):
+        np.testing.assert_array_equal(v.numpy(), b)
+
+
+def test_an_xla_compiled_step_equals_the_plain_one():
+    keras.utils.set_random_seed(0)
+    plain, compiled = tiny_model("gru"), tiny_model("gru")
+    compiled.set_weights(plain.get_weights())
+    expected = one_step(plain, keras.optimizers.SGD(0.1), clip_norm=2.0)
+    result = one_step(compiled, keras.optimizers.SGD(0.1), clip_norm=2.0, jit_compile=True)
+    np.testing.assert_allclose(result["loss"], expected["loss"], rtol=1e-5)
+    np.testing.assert_allclose(result["grad_norm"], expected["grad_norm"], rtol=1e-5)
+    for a, b in zip(compiled.get_weights(), plain.get_weights()):
+        np.testing.assert_allclose(a, b, atol=1e-6)

@@ -192,3 +192,17 @@ def test_lambda_is_scaled_with_the_ranking_loss(hinge, reduction, scale):
     loss = step({"image_features": images, "token_ids": token_ids, "image_index": image_index})["loss"]
     np.testing.assert_allclose(loss, expected, rtol=1e-5)
     assert float(model.layer_loss_scale(8)) == scale
+
+
+def test_forward_flops_count_every_pass_of_the_capsule_grus():
+    spec = registry.get("rcn")
+    config = spec.experiment("paper", ["model.word_dim=8", "model.embed_dim=16", "model.num_capsules=2",
+                                       "model.recursions=1"]).model
+    model = spec.build_model(config, VOCABULARY, image_dim=12)
+    images, token_ids = batch()
+    model.encode_text(token_ids)  # builds the mask GRUs
+    tokens = int(np.count_nonzero(token_ids))
+    embedding = 2 * 2 * 3 * 16 * (8 + 16)  # 2 capsules, input 8, state 16
+    mask = 2 * 2 * 3 * 8 * (8 + 8)  # states of the word size
+    expected = tokens * (2 * embedding + mask) + 2 * 4 * 12 * 16
+    assert model.forward_flops(token_ids.numpy(), images.numpy()) == expected

@@ -18,6 +18,7 @@ from models import registry
 from models.w2vv import GLOVE_50D, num_training_words
 from training import make_optimizer
 from tests.helpers import EMBEDDED_DATA
+from tests.models.test_vse import assert_packed_equals_padded, paper_batches
 
 
 def glove():
@@ -169,3 +170,25 @@ def test_query_composition_adds_and_subtracts_predicted_visual_vectors(trained_w
     expected = image - scorer.encode_texts(["dog"]) + scorer.encode_texts(["cat"])
     np.testing.assert_allclose(composed, expected, atol=1e-6)
     np.testing.assert_array_equal(inference.compose_query(scorer, image), image)
+
+
+def test_gru_branch_computes_real_tokens_only_and_equals_the_padded_gru():
+    """Random training batches: the packed GRU branch gives the padded
+    Keras GRU's encodings, loss and gradients (1e-5); with dropout the
+    masks are Keras' (tests/layers/test_packed_gru.py)."""
+    model, _ = quick_model("w2vv")
+    config = registry.get("w2vv").experiment("quick", [])
+    assert_packed_equals_padded(model, "gru", paper_batches(model, config, 2))
+
+
+def test_forward_flops_count_the_grus_real_tokens_and_the_mlp():
+    model, _ = quick_model("w2vv")
+    token_ids = np.zeros((2, 40), np.int32)
+    token_ids[0, :35] = 5  # the GRU reads the first 32
+    token_ids[1, :3] = 7
+    config = model.config
+    units, hidden = config.gru_units, config.hidden_units[0]
+    gru = 35 * 2 * 3 * units * (config.word_dim + units)
+    sentence_vector = model.sentence_vector(tf.constant(token_ids)).shape[1]
+    mlp = 2 * 2 * (sentence_vector * hidden + hidden * 1280)
+    assert model.forward_flops(token_ids, None) == gru + mlp
