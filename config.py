@@ -117,7 +117,8 @@ class TrainConfig:
         built under Keras' "mixed_bfloat16" / "mixed_float16" policy
         (float32 weights, low-precision compute; the similarity, losses
         and normalisations stay float32); fp16 adds Keras' dynamic loss
-        scaling. Evaluation and export are float32.
+        scaling. Validation runs in the training precision; the test
+        evaluation and the export are float32.
       jit_compile: compile the training step with XLA.
     """
 

@@ -190,6 +190,11 @@ class Trainer:
         fit = loop.fit_split(train_split) if model.fits_without_gradients else loop.train(train_data)
 
         best_checkpoint = best.latest_checkpoint
+        if cfg.train.mixed_precision != "none":
+            # The test and the export in float32: the best weights (float32
+            # under any policy) in a float32 model.
+            model = self.spec.build_model(cfg.model, vocabulary, cfg.image_dim)
+            scorer = inference.CheckpointScorer(model, cfg.image_dim)
         inference.restore_checkpoint(tf.train.Checkpoint(model=model), best_checkpoint).expect_partial()
         results = {
             # The best validation's metrics, unless this process never saw it.

@@ -32,6 +32,16 @@ def sample_data(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def trained_bf16(tmp_path_factory):
+    """The tiny `gru` run trained under mixed bfloat16."""
+    model_dir = tmp_path_factory.mktemp("run") / "gru-bf16"
+    argv = ["--model", "gru", "--preset", "quick", "--model-dir", str(model_dir), *TINY,
+            "--set", "train.mixed_precision=bf16"]
+    assert train.main(argv) == 0
+    return model_dir
+
+
+@pytest.fixture(scope="session")
 def trained(tmp_path_factory):
     """A tiny `gru` run of the quick preset (160 training images, 2 epochs)."""
     model_dir = tmp_path_factory.mktemp("run") / "gru"

@@ -75,7 +75,10 @@ def test_gradient_norms_and_model_diagnostics_are_in_tensorboard(run, request):
         assert all(d > 0 for d in values[prefix + "eq9_min_abs_denominator"])
 
 
-@pytest.mark.parametrize("run", ["trained", "trained_rcn", "trained_w2vv", "trained_mcnn_st", "trained_mcnn_ens", "trained_fv"])
+# A mixed-precision run's test numbers and export are float32's.
+@pytest.mark.parametrize(
+    "run", ["trained", "trained_bf16", "trained_rcn", "trained_w2vv", "trained_mcnn_st", "trained_mcnn_ens", "trained_fv"]
+)
 def test_evaluate_reproduces_training_numbers_from_checkpoint_and_export(run, request, tmp_path):
     import evaluate
 
