@@ -464,9 +464,7 @@ def vsepp_worker(connection, path, options, batches, warmup):
     if not model_file.is_file():
         connection.send(f"{model_file}: not found (--vsepp takes a clone of github.com/fartashf/vsepp)")
         return
-    try:
-        import torchvision  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("torchvision") is None:
         sys.modules["torchvision"] = types.SimpleNamespace(models=None)
         sys.modules["torchvision.models"] = types.ModuleType("torchvision.models")
     if not torch.cuda.is_available():

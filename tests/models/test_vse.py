@@ -81,9 +81,9 @@ def assert_packed_equals_padded(model, attribute, batches):
     padded.build((None, None, packed.cell.kernel.shape[0]))
     padded.set_weights(packed.get_weights())
     setattr(model, attribute, padded)
-    for batch, (texts, loss, gradients) in zip(batches, results):
+    for training_batch, (texts, loss, gradients) in zip(batches, results):
         padded_texts, padded_loss, padded_gradients = encodings_loss_and_gradients(
-            model, others + padded.trainable_variables, batch
+            model, others + padded.trainable_variables, training_batch
         )
         np.testing.assert_allclose(texts, padded_texts, atol=1e-5)
         np.testing.assert_allclose(loss, padded_loss, rtol=1e-5)
