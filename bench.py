@@ -28,6 +28,16 @@ tokenizing every caption with the model's tokenizer (1 to 512 tokens).
 under the order-violation similarity (the 5K x 25K COCO evaluation for
 N = 5000) and reports the time and the process's peak memory.
 
+Training reports give pairs/s, the step time, and the GFLOP/s achieved on
+the model's matrix products (`RetrievalModel.forward_flops`, times 3 for
+the forward and backward passes) beside this machine's float32 matmul rate.
+`--vsepp CLONE` instead alternates `--rounds` rounds of the zoo's step with
+VSE++'s own PyTorch `VSE.train_emb` (model.py of a clone of
+github.com/fartashf/vsepp; needs `pip install torch`) on the same batches,
+VSE++ in a process of its own:
+
+    python -m bench --model gru --preset paper --vsepp ../vsepp --rounds 3
+
 With several models, each report also gives its training step time
 relative to the first model's (`step_time_vs_first`), e.g. the cost of the
 RCN's capsules over a GRU of the same size.
