@@ -48,7 +48,9 @@ class PackedGRU(keras.layers.GRU):
       sequences: float [B, L, F].
       mask: optional bool [B, L], True at real tokens, which precede the
         padding.
-      training: whether dropout applies.
+      training: whether dropout applies, and whether each step keeps what
+        the written-out backward pass needs (outside training, autodiff of
+        the loop gives gradients, more slowly).
 
     Returns:
       float [B, units]: each sequence's state after its last real token
@@ -109,6 +111,7 @@ class PackedGRU(keras.layers.GRU):
             batch,
             *recurrent_masks,
             reset_after=cell.reset_after,
+            training=training,
         )
         return tf.gather(state, tf.argsort(order))
 
@@ -146,7 +149,7 @@ def _times_transpose(a, b):
     return tf.matmul(a, b, transpose_b=True)
 
 
-def _packed_recurrence(projected, recurrent_kernel, recurrent_bias, alive, batch, *masks, reset_after):
+def _packed_recurrence(projected, recurrent_kernel, recurrent_bias, alive, batch, *masks, reset_after, training):
     """The GRU recurrence over length-sorted sequences, with its gradient.
 
     Args:
@@ -158,6 +161,8 @@ def _packed_recurrence(projected, recurrent_kernel, recurrent_bias, alive, batch
       batch: int, B.
       *masks: none, or the recurrent dropout masks m_z, m_r, m_h [B, H].
       reset_after: which GRU variant.
+      training: whether to keep each step's values for the written-out
+        backward pass.
 
     Returns:
       float [B, H]: each sequence's last state.
@@ -176,9 +181,14 @@ def _packed_recurrence(projected, recurrent_kernel, recurrent_bias, alive, batch
         """h o m_z, h o m_r, h o m_h (the same h without recurrent dropout)."""
         return [state * m[:rows] for m in masks] if masks else [state] * 3
 
-    def forward(projected, recurrent_kernel, recurrent_bias):
-        u_z, u_r, u_h = tf.split(recurrent_kernel, 3, axis=-1)
-        u_zr = recurrent_kernel[:, : 2 * units]
+    def blocks(recurrent_kernel):
+        """U_z, U_r, U_h and [U_z U_r]."""
+        return (*tf.split(recurrent_kernel, 3, axis=-1), recurrent_kernel[:, : 2 * units])
+
+    def run(projected, recurrent_kernel, recurrent_bias, save):
+        """The last states, and (with `save`) each step's h, z, r, h~ and
+        the candidate's recurrent term for the backward pass."""
+        u_z, u_r, u_h, u_zr = blocks(recurrent_kernel)
         b_zr, b_h = recurrent_bias[: 2 * units], recurrent_bias[2 * units :]
 
         def step(t, state, finals, saved):
@@ -205,15 +215,20 @@ def _packed_recurrence(projected, recurrent_kernel, recurrent_bias, alive, batch
             saved = [a.write(t, v) for a, v in zip(saved, (state, z, r, candidate, extra))]
             return t + 1, z * state + (1 - z) * candidate, finals, saved
 
+        saved = [array(steps) for _ in range(5 if save else 0)]
         _, state, finals, saved = tf.while_loop(
             lambda t, *_: t < steps,
             step,
-            (0, tf.zeros([batch, units], dtype), array(steps + 1), [array(steps) for _ in range(5)]),
-            shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, units]), None, [None] * 5),
+            (0, tf.zeros([batch, units], dtype), array(steps + 1), saved),
+            shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, units]), None, [None] * len(saved)),
         )
         # Index 0 holds the rows still running after the last step, index
         # L - t those that ended at step t: rows in sorted order.
-        final = tf.ensure_shape(finals.write(0, state).concat(), [None, units])
+        return tf.ensure_shape(finals.write(0, state).concat(), [None, units]), saved
+
+    def forward(projected, recurrent_kernel, recurrent_bias):
+        final, saved = run(projected, recurrent_kernel, recurrent_bias, save=True)
+        u_z, u_r, u_h, u_zr = blocks(recurrent_kernel)
 
         def backward(d_final):
             d_final = tf.convert_to_tensor(d_final)  # IndexedSlices from the unsorting gather
@@ -272,4 +287,8 @@ def _packed_recurrence(projected, recurrent_kernel, recurrent_bias, alive, batch
 
         return final, backward
 
+    if not training:
+        # Nothing kept for the written-out backward pass (autodiff of the
+        # loop still gives the gradient, more slowly).
+        return run(projected, recurrent_kernel, recurrent_bias, save=False)[0]
     return tf.custom_gradient(forward)(projected, recurrent_kernel, recurrent_bias)

@@ -57,7 +57,8 @@ def test_outputs_and_gradients_equal_the_padded_keras_gru(lengths, steps, reset_
     of lengths (an empty sequence gives zeros, as Keras')."""
     x, mask = batch(lengths, steps)
     padded, packed = twin_layers(x, mask, reset_after=reset_after)
-    assert_same(padded, packed, x, mask)
+    assert_same(padded, packed, x, mask, training=True)  # the written-out backward pass
+    assert_same(padded, packed, x, mask)  # autodiff of the loop
     # Under tf.function, with a batch of another width, as in training.
     traced = tf.function(lambda a, b: packed(a, mask=b), reduce_retracing=True)
     other, other_mask = batch([2, 3], 3)

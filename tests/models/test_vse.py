@@ -61,29 +61,30 @@ def paper_batches(model, config, count):
     return list(pipeline.training_dataset(data, order[:count]))
 
 
-def encodings_loss_and_gradients(model, variables, batch):
+def encodings_loss_and_gradients(model, variables, batch, training):
     """The text encodings, the loss, and its gradients for `variables`."""
     with tf.GradientTape() as tape:
-        images = model.encode_image(batch["image_features"])
-        texts = model.encode_text(batch["token_ids"])
+        images = model.encode_image(batch["image_features"], training=training)
+        texts = model.encode_text(batch["token_ids"], training=training)
         loss = model.pair_loss(images, texts, batch["image_index"])
     return texts, loss, tape.gradient(loss, variables)
 
 
-def assert_packed_equals_padded(model, attribute, batches):
+def assert_packed_equals_padded(model, attribute, batches, training=True):
     """Swaps the model's PackedGRU `attribute` for a Keras GRU of the same
     configuration and weights (every padded step computed): encodings,
-    loss and gradients agree at 1e-5."""
+    loss and gradients agree at 1e-5 (in training: the packed GRU's
+    written-out backward pass)."""
     packed = getattr(model, attribute)
     others = [v for v in model.trainable_variables if not any(v is w for w in packed.trainable_variables)]
-    results = [encodings_loss_and_gradients(model, others + packed.trainable_variables, b) for b in batches]
+    results = [encodings_loss_and_gradients(model, others + packed.trainable_variables, b, training) for b in batches]
     padded = keras.layers.GRU.from_config(keras.layers.GRU.get_config(packed))
     padded.build((None, None, packed.cell.kernel.shape[0]))
     padded.set_weights(packed.get_weights())
     setattr(model, attribute, padded)
     for training_batch, (texts, loss, gradients) in zip(batches, results):
         padded_texts, padded_loss, padded_gradients = encodings_loss_and_gradients(
-            model, others + padded.trainable_variables, training_batch
+            model, others + padded.trainable_variables, training_batch, training
         )
         np.testing.assert_allclose(texts, padded_texts, atol=1e-5)
         np.testing.assert_allclose(loss, padded_loss, rtol=1e-5)
