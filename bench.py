@@ -315,10 +315,14 @@ def time_training(model, config, train_split, args):
     report = {"batch_size": config.train.batch_size, **throughput(config, args.steps, seconds)}
     flops = training_flops(model, batches[args.warmup :])
     if flops is not None:
-        report["train_gflop_per_step"] = round(flops / 1e9, 2)
-        report["train_gflops_per_s"] = round(flops / 1e9 / (seconds / args.steps), 1)
+        report["train_gflop_per_step"] = significant(flops / 1e9)
+        report["train_gflops_per_s"] = significant(flops / 1e9 / (seconds / args.steps))
         report["machine_matmul_gflops_per_s"] = machine_matmul_gflops()
     return report
+
+
+def significant(x, digits=4):
+    return float(f"{x:.{digits}g}")
 
 
 def training_batches(model, config, train_split, count):
@@ -442,7 +446,7 @@ def compare_with_vsepp(name, args):
         "overrides": args.set,
         "batch_size": train.batch_size,
         "steps_per_round": args.steps,
-        "train_gflop_per_step": None if flops is None else round(flops / 1e9, 2),
+        "train_gflop_per_step": None if flops is None else significant(flops / 1e9),
         "rounds_pairs_per_s": rounds,
         "median_zoo_vs_vsepp": round(float(np.median([r["zoo_vs_vsepp"] for r in rounds])), 2),
     }

@@ -93,7 +93,7 @@ def assert_packed_equals_padded(model, attribute, batches, training=True):
             np.testing.assert_allclose(tf.convert_to_tensor(g), tf.convert_to_tensor(e), atol=1e-5)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)])
 def test_paper_batches_encode_and_lose_as_the_padded_gru(seed):
     """The paper preset's random batches (padding efficiency about 0.5):
     the GRU computing real tokens only gives the padded computation's
