@@ -239,26 +239,19 @@ def order_similarity_evaluation(n_images, dim):
     }
 
 
-def build_model(spec, config, vocabulary, image_dim):
-    """The model as the trainer builds it (under its precision policy)."""
-    import training
-
-    with training.dtype_policy(config.train.mixed_precision):
-        return spec.build_model(config.model, vocabulary, image_dim)
-
-
-def measure(model_name, args):
-    """Times one model's training steps (and evaluation); returns a report."""
+def untrained_model(name, args):
+    """The experiment of `name` under `args`' preset and overrides, its
+    training split, and its model built as the trainer builds it (under
+    its precision policy) with a vocabulary of the training captions.
+    Returns (config, train_split, model)."""
     import keras
-    import tensorflow as tf
 
-    import evaluate
-    import inference
+    import training
     from data import readers
     from data.vocabulary import Vocabulary
     from models import registry
 
-    spec = registry.get(model_name)
+    spec = registry.get(name)
     config = spec.experiment(args.preset, args.set)
     train_split = readers.load_split(config.data.path, config.data.train_split, config.data.image_features)
     # Without word vectors: they only change initial values (and the size of
@@ -268,8 +261,21 @@ def measure(model_name, args):
     else:
         vocabulary = spec.vocabulary(config.model, train_split.captions, None)
     keras.utils.set_random_seed(config.train.seed)
+    with training.dtype_policy(config.train.mixed_precision):
+        model = spec.build_model(config.model, vocabulary, train_split.images.shape[1])
+    return config, train_split, model
+
+
+def measure(model_name, args):
+    """Times one model's training steps (and evaluation); returns a report."""
+    import tensorflow as tf
+
+    import evaluate
+    import inference
+    from data import readers
+
+    config, train_split, model = untrained_model(model_name, args)
     image_dim = train_split.images.shape[1]
-    model = build_model(spec, config, vocabulary, image_dim)
     report = {
         "model": model_name,
         "preset": args.preset,
@@ -308,9 +314,7 @@ def time_training(model, config, train_split, args):
     and the GFLOP/s that makes of the model's matrix products (training =
     3 x `forward_flops`), against this machine's float32 matmul rate."""
     batches = training_batches(model, config, train_split, args.warmup + args.steps)
-    step = zoo_step(model, config)
-    for batch in batches[: args.warmup]:
-        step(batch)
+    step = zoo_step(model, config, batches[: args.warmup])
     seconds = time_steps(step, batches[args.warmup :])
     report = {"batch_size": config.train.batch_size, **throughput(config, args.steps, seconds)}
     flops = training_flops(model, batches[args.warmup :])
@@ -338,9 +342,10 @@ def training_batches(model, config, train_split, count):
     return [next(dataset) for _ in range(count)]
 
 
-def zoo_step(model, config):
+def zoo_step(model, config, warmup_batches):
     """One training step of the trainer (its optimizer, clipping, precision
-    and XLA settings), waiting for the loss."""
+    and XLA settings), waiting for the loss; already run (and traced) on
+    `warmup_batches`."""
     import tensorflow as tf
 
     import training
@@ -349,7 +354,13 @@ def zoo_step(model, config):
     optimizer.build(model.trainable_variables)
     tc = config.train
     step = training.make_train_step(model, optimizer, tf.distribute.get_strategy(), tc.grad_clip_norm, tc.jit_compile)
-    return lambda batch: float(step(batch)["loss"])
+
+    def run(batch):
+        return float(step(batch)["loss"])
+
+    for batch in warmup_batches:
+        run(batch)
+    return run
 
 
 def time_steps(step, batches):
@@ -390,27 +401,20 @@ def compare_with_vsepp(name, args):
     runs) on the same batches; pairs/s of each."""
     import multiprocessing
 
-    import keras
-
-    from data import readers
     from data.errors import InputError
     from models import registry
 
-    spec = registry.get(name)
-    config = spec.experiment(args.preset, args.set)
-    model_config, train = config.model, config.train
-    if not all(hasattr(model_config, key) for key in ("word_dim", "embed_dim", "margin", "hinge", "absolute")):
+    config_class = registry.get(name).config_class
+    if not all(hasattr(config_class, key) for key in ("word_dim", "embed_dim", "margin", "hinge", "absolute")):
         raise InputError(f"--vsepp: VSE++ trains a VSE model; {name} is not one")
-    train_split = readers.load_split(config.data.path, config.data.train_split, config.data.image_features)
-    vocabulary = spec.vocabulary(model_config, train_split.captions, None)
-    keras.utils.set_random_seed(train.seed)
-    model = build_model(spec, config, vocabulary, train_split.images.shape[1])
+    config, train_split, model = untrained_model(name, args)
+    model_config, train = config.model, config.train
     batches = training_batches(model, config, train_split, args.warmup + args.steps)
     # VSE++'s train.py options, set as the zoo's model.
     options = dict(
         data_name="f8k_precomp", img_dim=train_split.images.shape[1], embed_size=model_config.embed_dim,
         finetune=False, cnn_type="vgg19", use_abs=model_config.absolute, no_imgnorm=False,
-        vocab_size=len(vocabulary), word_dim=model_config.word_dim, num_layers=1, margin=model_config.margin,
+        vocab_size=len(model.vectorizer.vocabulary), word_dim=model_config.word_dim, num_layers=1, margin=model_config.margin,
         measure="cosine", max_violation=model_config.hinge == "max", grad_clip=train.grad_clip_norm or 0,
         learning_rate=train.learning_rate,
     )
@@ -423,9 +427,7 @@ def compare_with_vsepp(name, args):
         message = connection.recv()  # ready, or why not
         if isinstance(message, str):
             raise InputError(message)
-        step = zoo_step(model, config)
-        for batch in batches[: args.warmup]:
-            step(batch)
+        step = zoo_step(model, config, batches[: args.warmup])
         rounds = []
         for _ in range(args.rounds):
             zoo = time_steps(step, batches[args.warmup :])
