@@ -563,12 +563,11 @@ def make_train_step(model, optimizer, strategy, clip_norm=None, jit_compile=Fals
         # all-reduced, clipped and rescaled uniformly.
         gradients = [tf.convert_to_tensor(g) for g in tape.gradient(objective, variables)]
         gradients = context.all_reduce(tf.distribute.ReduceOp.SUM, gradients)
-        grad_norm = tf.linalg.global_norm(gradients)
-        if loss_scale is not None:
-            grad_norm /= tf.cast(loss_scale, grad_norm.dtype)
+        scaled_norm = tf.linalg.global_norm(gradients)
+        scale = 1.0 if loss_scale is None else tf.cast(loss_scale, scaled_norm.dtype)
+        grad_norm = scaled_norm / scale
         if clip_norm:
-            scale = 1 if loss_scale is None else tf.cast(loss_scale, grad_norm.dtype)
-            gradients, _ = tf.clip_by_global_norm(gradients, clip_norm * scale, use_norm=grad_norm * scale)
+            gradients, _ = tf.clip_by_global_norm(gradients, clip_norm * scale, use_norm=scaled_norm)
         # The optimizer sums the replicas' gradients once more: hand it
         # each replica's share of the already reduced gradient.
         optimizer.apply_gradients(zip([g / replicas for g in gradients], variables))
