@@ -12,7 +12,7 @@ import argparse
 import shlex
 import sys
 
-from data.errors import InputError, run_command
+from common.errors import InputError, run_command
 
 
 def parse_args(argv):
@@ -22,13 +22,14 @@ def parse_args(argv):
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override one config value, e.g. train.epochs=2 (repeatable)")
     parser.add_argument("--data", help="precomp data folder (default: the embedded Flickr8k features)")
-    parser.add_argument("--image-features", choices=("fc", "fne"), default="fc",
-                        help="fc: one CNN layer ({split}_ims.npy); fne: the Full-Network Embedding of every layer's "
-                        "features ({split}_stages.npy), i.e. --set model.image_input=fne --set data.image_features=stages")
+    parser.add_argument("--image-features", metavar="KIND",
+                        help="fc (default): one CNN layer's features ({split}_ims.npy), or another kind the model "
+                        "declares (see --list), e.g. every layer's features through a Full-Network Embedding")
     parser.add_argument("--model-dir", help="where checkpoints, logs, results and the export go (default: runs/<model>)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --model-dir from its last checkpoint")
     parser.add_argument("--export-only", action="store_true", help="only export --model-dir's best checkpoint as a SavedModel")
-    parser.add_argument("--strategy", default="auto", help="auto, default, mirrored or multiworker (tf.distribute)")
+    parser.add_argument("--strategy", help="auto (default), default, mirrored or multiworker (tf.distribute): "
+                        "runtime.strategy, recorded in config.json; --resume uses the recorded one unless given")
     parser.add_argument("--list", action="store_true", help="list the registered models and presets")
     parser.add_argument("--quiet", action="store_true",
                         help="no progress bars (there are none when stderr is not a terminal); log lines remain")
@@ -44,53 +45,49 @@ def main(argv=None):
 
 def _run(args):
     # TensorFlow is imported only once the arguments are known to be usable.
+    from common.config import apply_overrides
+    from engine import training
+    from engine.evaluation import format_table
     from models import registry
+    from models.restore import load_experiment
 
     if args.list:
         for name in registry.names():
             spec = registry.get(name)
-            print(f"{name}: presets {', '.join({'paper': None, **spec.presets})}")
+            features = f"; image features fc, {', '.join(spec.image_features)}" if spec.image_features else ""
+            print(f"{name}: presets {', '.join({'paper': None, **spec.presets})}{features}")
         return 0
     if args.export_only or args.resume:
         if not args.model_dir:
             raise InputError("--export-only and --resume need --model-dir")
-        if args.model or args.set or args.data or args.image_features != "fc":
+        if args.model or args.set or args.data or args.image_features:
             raise InputError("--resume/--export-only take the configuration from --model-dir/config.json; drop --model, --set and --data")
     elif not args.model:
         raise InputError("--model is required (see --list)")
     if args.export_only:
         return _export_only(args.model_dir)
 
-    import training
-    from config import load_experiment
-
+    strategy = [f"runtime.strategy={args.strategy}"] if args.strategy else []
     if args.resume:
-        config = load_experiment(args.model_dir, registry)
+        config = apply_overrides(load_experiment(args.model_dir), strategy)
     else:
-        spec = registry.get(args.model)
-        overrides = [*args.set, *([f"data.path={args.data}"] if args.data else [])]
-        if args.image_features == "fne":
-            overrides = ["model.image_input=fne", "data.image_features=stages", *overrides]
-        config = spec.experiment(args.preset, overrides)
+        overrides = [*args.set, *([f"data.path={args.data}"] if args.data else []), *strategy]
+        config = registry.get(args.model).experiment(args.preset, overrides, args.image_features or "fc")
     model_dir = args.model_dir or f"runs/{config.model_name}"
-    strategy = training.make_strategy(args.strategy)
-    results = training.Trainer(config, model_dir, strategy, resume=args.resume, command=args.command).run()
-
-    import evaluate
-
+    results = training.Trainer(config, model_dir, resume=args.resume, command=args.command).run()
     print(f"best checkpoint: {results['checkpoint']}")
-    print("dev:\n" + evaluate.format_table(results["dev"]))
-    print("test:\n" + evaluate.format_table(results["test"]))
+    print("dev:\n" + format_table(results["dev"]))
+    print("test:\n" + format_table(results["test"]))
     print(f"SavedModel: {model_dir}/{training.SAVED_MODEL_DIR}")
     return 0
 
 
 def _export_only(model_dir):
-    import inference
-    import training
-    from export import export_saved_model
+    from engine import training
+    from engine.export import export_saved_model
+    from models.restore import restore_model
 
-    config, model = inference.restore_model(model_dir)
+    config, model = restore_model(model_dir)
     path = export_saved_model(model, config.image_dim, f"{model_dir}/{training.SAVED_MODEL_DIR}")
     print(f"SavedModel: {path}")
     return 0

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from data.errors import InputError
-from data.readers import atomic_write, read_text
+from common.errors import InputError
+from common.files import atomic_write, read_text
 
 FLOAT = np.dtype("<f4")
 

@@ -38,9 +38,10 @@ from pathlib import Path
 
 import numpy as np
 
+from common import files
+from common.errors import InputError, run_command
 from data import readers
 from data.bigfile import BigFile, write_bigfile
-from data.errors import InputError, run_command
 
 ITEM_EXTENSIONS = (".jpg", ".jpeg", ".png", ".mp4", ".avi", ".webm", ".mkv", ".gif")
 
@@ -55,7 +56,7 @@ def load_collection(root, collection, feature):
     the feature file holds frames."""
     path = caption_file(root, collection)
     captions, caption_items = [], []
-    for number, line in enumerate(readers.read_lines(path, "caption line"), start=1):
+    for number, line in enumerate(files.read_lines(path, "caption line"), start=1):
         fields = line.split(maxsplit=1)
         if len(fields) != 2:
             raise InputError(f"{path}: line {number} is not '<caption id> <caption>'")
@@ -124,7 +125,7 @@ def read_video2frames(path):
     path = Path(path)
     if not path.exists():
         return None
-    text = readers.read_text(path)
+    text = files.read_text(path)
     try:
         mapping = json.loads(text)
     except (json.JSONDecodeError, RecursionError):
@@ -161,7 +162,7 @@ def write_collection(root, collection, feature, item_ids, features, captions):
         lines.append(f"{item}#{k} {' '.join(caption.split())}")
     path = caption_file(root, collection)
     path.parent.mkdir(parents=True, exist_ok=True)
-    readers.atomic_write(path, lambda file: file.write(("\n".join(lines) + "\n").encode("utf-8")))
+    files.atomic_write(path, lambda file: file.write(("\n".join(lines) + "\n").encode("utf-8")))
 
 
 def precomp_to_collections(precomp, out, feature="ims", as_frames=False, splits=readers.SPLITS):
@@ -178,7 +179,7 @@ def precomp_to_collections(precomp, out, feature="ims", as_frames=False, splits=
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description="Writes a precomp folder as bigfile collections.")
-    parser.add_argument("--precomp", required=True, help="a folder in the VSE++ precomp layout")
+    parser.add_argument("--precomp", required=True, help="a folder in the precomp layout")
     parser.add_argument("--out", required=True, help="the root folder of the collections")
     parser.add_argument("--feature", default="ims", help="which {split}_<name>.npy to convert (and the feature name)")
     parser.add_argument("--as-frames", action="store_true", help="write every image as a one-frame video <image>_0")
@@ -190,7 +191,7 @@ def main(argv=None):
 
 
 def _run(args):
-    readers.check_output_dir(args.out, "--out")
+    files.check_output_dir(args.out, "--out")
     precomp_to_collections(args.precomp, args.out, args.feature, args.as_frames)
     print(f"collections train, dev, test written to {args.out}")
     return 0

@@ -3,7 +3,7 @@
     python -m data.extract_features --images DIR --flickr-text DIR --out DIR
     python -m data.extract_features --images DIR --karpathy dataset_coco.json --out DIR
         [--splits train,dev,test] [--backbone resnet152|vgg16|vgg19|tfhub:HANDLE] [--crops 10|1]
-        [--weights imagenet|none|PATH] [--batch-size 16] [--fne]
+        [--weights imagenet|none|PATH] [--batch-size 16] [--stages]
 
 The captions and the split of each image come from the Flickr8k text release
 (`--flickr-text`) or from Karpathy's JSON (`--karpathy`; Flickr8k, Flickr30k
@@ -27,7 +27,7 @@ module instead: a tfhub.dev / Kaggle Models handle (downloaded by
 scaled to [0, 1] and returns [B, F] features; the crops are the same 224x224
 views as above.
 
-With `--fne` (VGG backbones) the raw material of a Full-Network Embedding
+With `--stages` (VGG backbones) the raw material of a Full-Network Embedding
 (Garcia-Gasulla et al. 2018; Vilalta et al. 2018, Sec. 3.1) is written too:
 `{split}_stages.npy`, the spatial average of every convolutional layer's
 output and the fully connected fc1 and fc2 outputs, concatenated (VGG16:
@@ -52,9 +52,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-import progress
+from common import files, progress
+from common.errors import InputError, run_command
 from data import readers
-from data.errors import InputError, run_command
 
 CROP = 224
 RESIZE = 256  # the side of the image the 10 crops are cut from
@@ -197,7 +197,7 @@ def full_network(features_model, feature_layer):
     layers = [layer for layer in features_model.layers if isinstance(layer, keras.layers.Conv2D)]
     layers += [layer for layer in features_model.layers if layer.name in ("fc1", "fc2")]
     if not any(layer.name == feature_layer for layer in layers):
-        raise InputError("--fne needs a VGG backbone (convolutions followed by fc1, fc2): --backbone vgg16 or vgg19")
+        raise InputError("--stages needs a VGG backbone (convolutions followed by fc1, fc2): --backbone vgg16 or vgg19")
     outputs = [
         keras.layers.GlobalAveragePooling2D(name=f"{layer.name}_mean")(layer.output)
         if len(layer.output.shape) == 4
@@ -306,7 +306,7 @@ def parse_args(argv):
     parser.add_argument("--weights", default="imagenet", help="imagenet, none (random, for tests) or a weights file")
     parser.add_argument("--batch-size", type=_positive_int, default=16, help="images per forward pass")
     parser.add_argument("--quiet", action="store_true", help="no progress bar (there is none when stderr is not a terminal)")
-    parser.add_argument("--fne", action="store_true",
+    parser.add_argument("--stages", action="store_true",
                         help="also write every layer's features ({split}_stages.npy, stages.json) for the Full-Network Embedding")
     return parser.parse_args(argv)
 
@@ -332,7 +332,7 @@ def _run(args):
     images = Path(args.images)
     if not images.is_dir():
         raise InputError(f"--images {images}: folder not found")
-    readers.check_output_dir(args.out, "--out")
+    files.check_output_dir(args.out, "--out")
     # Every split is checked before the (slow) network is built.
     splits = {}
     for split in args.splits.split(","):
@@ -346,11 +346,11 @@ def _run(args):
         if missing is not None:
             raise InputError(f"{images / missing}: image of split {split} not found")
         splits[split] = data
-    if args.fne and args.backbone not in ("vgg16", "vgg19"):
-        raise InputError("--fne needs a VGG backbone (convolutions followed by fc1, fc2): --backbone vgg16 or vgg19")
+    if args.stages and args.backbone not in ("vgg16", "vgg19"):
+        raise InputError("--stages needs a VGG backbone (convolutions followed by fc1, fc2): --backbone vgg16 or vgg19")
     model, preprocess = build_backbone(args.backbone, args.weights)
     layout = None
-    if args.fne:
+    if args.stages:
         feature_layer = BACKBONES[args.backbone].feature_layer
         model, layout = full_network(model, feature_layer)
         # The usual features ({split}_ims.npy) are the feature layer's block.
@@ -369,7 +369,7 @@ def _run(args):
         log.info("%s: wrote %s features to %s", split, features.shape, args.out)
     if layout is not None:
         text = json.dumps({"backbone": f"{args.backbone} ({args.weights})", "layers": layout}, indent=1)
-        readers.atomic_write(Path(args.out) / "stages.json", lambda f: f.write(text.encode("utf-8")))
+        files.atomic_write(Path(args.out) / "stages.json", lambda f: f.write(text.encode("utf-8")))
     return 0
 
 

@@ -23,7 +23,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from data.errors import InputError
+from common.errors import InputError
 from data.tokenizer import TOKENIZERS
 
 # Bucketing sorts this many batches' worth of captions by length at a time.

@@ -7,7 +7,7 @@
   retrieval community: `<root>/<split>/FeatureData/<feature>/` +
   `<root>/<split>/TextData/<split>.caption.txt`, any number of captions
   per image or video, frame features pooled per video (`data.collections`).
-Training and evaluation read either through `load_split`.
+Training and evaluation read either through `data.splits.load_split`.
 - The original Flickr8k text release: `Flickr8k.token.txt` +
   `Flickr_8k.{train,dev,test}Images.txt` (`read_flickr_text`).
 - Karpathy's `dataset_{flickr8k,flickr30k,coco}.json` (`read_karpathy_json`).
@@ -21,12 +21,12 @@ the file.
 import dataclasses
 import json
 import os
-import stat
 from pathlib import Path
 
 import numpy as np
 
-from data.errors import InputError
+from common.errors import InputError
+from common.files import atomic_write, check_file, read_lines, read_text
 
 CAPTIONS_PER_IMAGE = 5
 SPLITS = ("train", "dev", "test")
@@ -53,6 +53,17 @@ class RetrievalSplit:
     source: str
     captions_file: str = ""
 
+    def first_images(self, n_images):
+        """The split cut to its first `n_images` images and their captions."""
+        keep = self.caption_image < n_images
+        return dataclasses.replace(
+            self,
+            images=self.images[:n_images],
+            captions=[caption for caption, kept in zip(self.captions, keep) if kept],
+            caption_image=self.caption_image[keep],
+            image_ids=self.image_ids[:n_images],
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class ImageCaptions:
@@ -65,35 +76,6 @@ class ImageCaptions:
 
     image_files: list[str]
     captions: list[list[str]]
-
-
-def load_split(root, split, image_features="ims"):
-    """Reads one split of a dataset folder, whatever its layout.
-
-    Args:
-      root: a folder in the precomp layout, or holding collections
-        (`<root>/<split>/TextData/` exists).
-      split: the file prefix or collection name.
-      image_features: the feature name; "a+b" concatenates each item's
-        features a and b (e.g. a video's visual and audio features).
-
-    Returns:
-      A `RetrievalSplit`.
-    """
-    root = Path(root)
-    if (root / split / "TextData").is_dir():
-        from data import collections
-
-        read = collections.load_collection
-    else:
-        read = load_precomp
-    names = image_features.split("+")
-    if not all(names):
-        raise InputError(f"image features {image_features!r}: expected a name or names joined by '+'")
-    parts = [read(root, split, name) for name in names]
-    if len(parts) == 1:
-        return parts[0]
-    return dataclasses.replace(parts[0], images=np.concatenate([part.images for part in parts], axis=1))
 
 
 def load_precomp(root, split, image_features="ims"):
@@ -200,60 +182,6 @@ def check_image_files(directory, image_ids, argument="--images"):
         raise InputError(
             f"{argument} {directory}: {len(missing)} of the split's {len(image_ids)} images are missing, e.g. {missing[0]}"
         )
-
-
-def check_file(path):
-    """Raises `InputError` naming `path` unless it is a regular file: not
-    found, or a directory, FIFO or device (reading a FIFO would wait for a
-    writer forever)."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
-    except OSError as error:
-        raise InputError(f"{path}: unreadable ({error.strerror})") from None
-    if not stat.S_ISREG(mode):
-        raise InputError(f"{path}: not a regular file (a directory, FIFO or device)")
-
-
-def check_output_file(path, argument):
-    """Fails, before any work, unless `path` can be written as a file: its
-    directory exists and it is not itself a directory."""
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise InputError(f"{argument} {path}: the directory {path.parent} does not exist")
-    if path.is_dir():
-        raise InputError(f"{argument} {path}: is a directory; give a file name")
-
-
-def check_output_dir(path, argument):
-    """Fails, before any work, if `path` exists and is not a directory."""
-    if Path(path).exists() and not Path(path).is_dir():
-        raise InputError(f"{argument} {path}: exists and is not a directory")
-
-
-def read_text(path):
-    """The text of a UTF-8 file; `InputError` naming it if it is missing,
-    not a regular file or unreadable."""
-    check_file(path)
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"{path}: unreadable ({error})") from None
-
-
-def read_lines(path, what):
-    """The stripped lines of a text file; an empty line is an error."""
-    text = read_text(path)
-    # Lines end at "\n" only (as VSE++ reads them): `str.splitlines` would
-    # also split a caption at U+2028, \x1c and the like.
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            raise InputError(f"{path}: line {number} is an empty {what}")
-    return [line.strip() for line in lines]
 
 
 def read_flickr_text(root, split, token_file="Flickr8k.token.txt", split_pattern="Flickr_8k.{split}Images.txt"):
@@ -376,23 +304,3 @@ def _checked_features(path, features, image_files):
         bad = image_files[int(np.argmin(finite))]
         raise InputError(f"{path}: the features of image {bad} hold NaN or inf")
     return features
-
-
-def atomic_write(path, write):
-    """Calls `write(binary_file)` on a temporary file, then renames it to
-    `path`: a reader never sees half a file, an interruption leaves the old one."""
-    # Not `tempfile.mkstemp`: its files are private (0600); this one gets
-    # the permissions of any new file (umask).
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as file:
-            write(file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except OSError as error:
-        raise InputError(f"{path}: cannot be written ({error.strerror}); any previous version is unchanged") from None
-    finally:
-        if tmp.exists():
-            tmp.unlink()

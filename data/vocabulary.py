@@ -3,8 +3,8 @@
 import collections
 import json
 
-from data.errors import InputError
-from data.readers import atomic_write, read_text
+from common.errors import InputError
+from common.files import atomic_write, read_text
 from data.tokenizer import tokenize_strings
 
 PAD, UNK = "<pad>", "<unk>"

@@ -7,7 +7,8 @@ word2vec (`vec500flickr30m`):
   `<word> <dimension float32s>` (e.g. GoogleNews-vectors-negative300.bin);
 - word2vec text: the same header, then `<word> <floats...>` lines;
 - GloVe text: the word2vec text lines without the header line.
-Or vectors are trained on the training captions (`train_word2vec`).
+Or vectors are trained on the training captions (`train_word2vec`);
+`for_model` picks one of these for a model config's `word_vectors`.
 `embedding_matrix` turns either into the initial embedding of a vocabulary.
 """
 
@@ -17,9 +18,10 @@ from pathlib import Path
 import numpy as np
 from gensim.models import KeyedVectors, Word2Vec
 
+from common.errors import InputError
+from common.files import check_file
 from data.bigfile import BigFile, is_bigfile
-from data.errors import InputError
-from data.readers import check_file
+from data.tokenizer import tokenize_strings
 
 # Words without a vector start as the model's own embedding does (VSE++
 # draws every word embedding uniformly from [-0.1, 0.1]).
@@ -185,3 +187,24 @@ def train_word2vec(tokenized_captions, dim, seed, epochs=5):
     vectors.source = "word2vec trained on the training captions"
     return vectors
 
+
+def for_model(source, train_captions, tokenizer, dim, seed):
+    """The word vectors a model config asks for (`ModelConfig.word_vectors`).
+
+    Args:
+      source: None (no pretrained vectors), "word2vec" (skip-gram trained
+        on `train_captions`, see `train_word2vec`) or a file or folder
+        (see `load_word_vectors`).
+      train_captions: the training captions, raw strings.
+      tokenizer: a name of `data.tokenizer.TOKENIZERS`.
+      dim: the vector size of trained vectors.
+      seed: seeds the training.
+
+    Returns:
+      `KeyedVectors`, or None.
+    """
+    if source is None:
+        return None
+    if source == "word2vec":
+        return train_word2vec(tokenize_strings(train_captions, tokenizer), dim, seed)
+    return load_word_vectors(source)

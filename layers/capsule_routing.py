@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-import diagnostics
+from common import diagnostics
 
 
 @keras.saving.register_keras_serializable(package="retrieval_zoo")
@@ -54,7 +54,7 @@ class CapsuleRouting(keras.layers.Layer):
         smallest |denominator| of eq. 9 in the batch (also relative to
         ||v_i||^2: 1 for orthogonal capsules, 0 at a cancellation, negative
         past it), the range of alpha and of the routed masks are published
-        (`diagnostics.record`).
+        (`common.diagnostics.record`).
 
     Returns:
       The sentence embedding v, float [B, H] (eq. 8); with
@@ -92,7 +92,8 @@ class CapsuleRouting(keras.layers.Layer):
         return embedding, masks
 
     def _safe(self, denominator):
-        sign = ops.where(denominator < 0, -1.0, 1.0)
+        # In the denominator's dtype (float16/bfloat16 under mixed precision).
+        sign = ops.cast(ops.where(denominator < 0, -1.0, 1.0), denominator.dtype)
         return ops.where(ops.abs(denominator) < self.epsilon, sign * self.epsilon, denominator)
 
     def compute_output_shape(self, embeddings_shape, candidate_masks_shape=None):

@@ -77,7 +77,7 @@ class FisherVector(keras.layers.Layer):
             axis=-1,
         ) + self.log_weights
         posteriors = ops.softmax(log_density, axis=-1) * mask[..., None]  # T [B, L, K]
-        sign = ops.where(centred >= 0, 1.0, -1.0)
+        sign = ops.cast(ops.where(centred >= 0, 1.0, -1.0), centred.dtype)  # the compute dtype
         location = ops.einsum("blk,blkd->bkd", posteriors, gauss * standardised + b * sign)
         scale = ops.einsum("blk,blkd->bkd", posteriors, gauss * (standardised**2 - 1) + b * (absolute - 1))
         words = ops.sum(mask, axis=1)[:, None, None]  # N

@@ -5,7 +5,6 @@ import tensorflow as tf
 
 from data.tokenizer import TOKENIZERS
 
-
 # The default bound on a caption's tokens (before any cut to `max_length`).
 MAX_INPUT_TOKENS = 512
 

@@ -1,0 +1,4 @@
+"""The zoo's models, one module or folder per paper. Importing the package
+imports every family, which registers its models (`models.registry`)."""
+
+from models import fisher_vectors, fne_pipelines, mcnn, rcn, vse, w2vv  # noqa: F401

@@ -1,9 +1,50 @@
-"""The interface every model of the zoo implements."""
+"""The interface every model of the zoo implements: its config's base
+classes (`ModelConfig`, `VocabularyConfig`) and the model (`RetrievalModel`)."""
 
 import abc
+import dataclasses
 
 import keras
 from keras import ops
+
+from common.config import setting
+from common.errors import InputError
+from data.tokenizer import TOKENIZERS
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    """The settings of every model config that the shared code reads; each
+    family's config class derives from it and sets its paper's defaults.
+
+    Attributes:
+      tokenizer: how captions are split into words, a name of
+        `data.tokenizer.TOKENIZERS` (the trainer checks every caption with
+        it before training).
+      word_vectors: pretrained word vectors for the word embedding: None,
+        "word2vec" (skip-gram trained on the training captions, `word_dim`
+        wide) or a vector file (see `data.word_vectors.for_model`).
+      word_dim: the word vector size.
+    """
+
+    tokenizer: str = setting("treebank", choices=TOKENIZERS)
+    word_vectors: str | None = None
+    word_dim: int = setting(300, minimum=1)
+
+
+@dataclasses.dataclass
+class VocabularyConfig(ModelConfig):
+    """A `ModelConfig` whose vocabulary is built from the frequent training
+    words (`models.registry.default_vocabulary`).
+
+    Attributes:
+      vocab_min_count: keep training words seen at least this often.
+      vocab_max_size: keep at most this many words, the most frequent
+        (None = no limit).
+    """
+
+    vocab_min_count: int = setting(1, minimum=1)
+    vocab_max_size: int | None = setting(None, minimum=1)
 
 
 class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
@@ -24,10 +65,13 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
     - a pairwise model (m-CNN) encodes each side only up to where they meet,
       and its `similarity` evaluates the joint network on every pair.
 
-    Subclasses set `vectorizer` and implement the four methods below.
+    Subclasses set `vectorizer` and implement the four methods below; a
+    model with a trainable word embedding sets `word_embedding`, which the
+    default `set_word_vectors` initialises.
     """
 
     vectorizer: keras.layers.Layer
+    word_embedding: keras.layers.Embedding | None = None
 
     @abc.abstractmethod
     def encode_text(self, token_ids, training=False):
@@ -128,7 +172,10 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
         Returns:
           A one-line description for the log (e.g. the vocabulary coverage).
         """
-        from data import word_vectors  # gensim is slow to import; only here.
+        if self.word_embedding is None:
+            raise InputError(f"model.word_vectors: {type(self).__name__} has no word embedding to initialise; "
+                             "set model.word_vectors=null")
+        from data import word_vectors  # gensim takes a second to import; only here.
 
         matrix, coverage = word_vectors.embedding_matrix(
             vectors, self.vectorizer.vocabulary, self.word_embedding.output_dim, seed

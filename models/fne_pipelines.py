@@ -20,8 +20,9 @@ violation, which is taken here.)
 
 The image features are either one layer's (`fc`: the default
 `data.image_features=ims`, L2-normalised as the paper's fc7 baselines) or
-the Full-Network Embedding of every layer (`fne`:
-`--set model.image_input=fne --set data.image_features=stages`).
+the Full-Network Embedding of every layer (`train.py --image-features fne`:
+`model.image_input=fne` on `data.image_features=stages`, see
+`FNE_FEATURES`).
 
 Presets are Table 1's columns: `paper` (Flickr8k), `f30k`, `coco`, and for
 SH, MH, SOE and MOE the baseline configurations `bl`, `bl-f30k`,
@@ -43,7 +44,7 @@ Readings taken where the paper is silent:
 
 import dataclasses
 
-from config import TrainConfig
+from common.config import TrainConfig
 from models import registry
 from models.vse import VSEConfig, VSEModel
 
@@ -150,6 +151,10 @@ TRAINING = TrainConfig(
     phase_patience=10,
 )
 
+# `--image-features fne`: the per-layer features that `python -m
+# data.extract_features --stages` writes, through the Full-Network Embedding.
+FNE_FEATURES = {"model.image_input": "fne", "data.image_features": "stages"}
+
 for _name in ("sh", "mh", "soe", "moe", "ph", "poe"):
     registry.register(
         registry.ModelSpec(
@@ -158,5 +163,6 @@ for _name in ("sh", "mh", "soe", "moe", "ph", "poe"):
             build=VSEModel,
             train=TRAINING,
             presets=_presets(_name),
+            image_features={"fne": FNE_FEATURES},
         )
     )

@@ -70,9 +70,8 @@ import tensorflow as tf
 from keras import layers as keras_layers
 from keras import ops
 
-from config import TrainConfig, setting
-from data.errors import InputError
-from data.tokenizer import TOKENIZERS
+from common.config import TrainConfig, setting
+from common.errors import InputError
 from data.vocabulary import Vocabulary
 from layers.gated_conv1d import GatedConv1D
 from layers.multimodal_conv1d import MultimodalConv1D
@@ -80,7 +79,8 @@ from layers.multimodal_dense import MultimodalDense
 from layers.order_violation_similarity import split_blocks
 from layers.text_vectorizer import TextVectorizer
 from models import registry
-from models.base import RetrievalModel
+from models.base import RetrievalModel, VocabularyConfig
+from models.restore import restore_model
 
 # Where the image enters (Table 1): the 1-based convolution, or after the
 # three convolutions, into the MLP (st).
@@ -90,7 +90,7 @@ ENSEMBLE = "ens"
 
 
 @dataclasses.dataclass
-class MCNNConfig:
+class MCNNConfig(VocabularyConfig):
     """Hyperparameters of m-CNN (Ma et al. 2015, Sec. 3 and 4).
 
     Attributes:
@@ -118,7 +118,7 @@ class MCNNConfig:
     """
 
     variant: str = setting("st", choices=(*VARIANTS, ENSEMBLE))
-    word_dim: int = setting(50, minimum=1)
+    word_dim: int = 50
     embed_dim: int = setting(256, minimum=1)
     feature_maps: tuple[int, ...] = setting((200, 300, 300), minimum=1)
     window: int = setting(3, minimum=1)
@@ -128,9 +128,9 @@ class MCNNConfig:
     margin: float = setting(0.5, minimum=0)
     negatives_per_pair: int = setting(1, minimum=1)
     max_block_elements: int = setting(2**24, minimum=1)
-    tokenizer: str = setting("treebank", choices=TOKENIZERS)
-    vocab_min_count: int = setting(1, minimum=1)
-    vocab_max_size: int | None = setting(None, minimum=1)
+    tokenizer: str = "treebank"
+    vocab_min_count: int = 1
+    vocab_max_size: int | None = None
     word_vectors: str | None = "word2vec"
     members: tuple[str, ...] = ()
 
@@ -350,10 +350,8 @@ class MCNNEnsemble(RetrievalModel):
 
     def fit_split(self, train_split, dev_split, writer, seed):
         """Copies each member's best weights from its model directory."""
-        import inference  # Imported here: inference imports the registry.
-
         for variant, member, directory in zip(VARIANTS, self.members(), member_directories(self.config)):
-            config, trained = inference.restore_model(directory)
+            config, trained = restore_model(directory)
             expected = dataclasses.replace(self.config, variant=variant, members=())
             if config.model.variant != variant or _architecture(config.model) != _architecture(expected):
                 raise InputError(

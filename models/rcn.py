@@ -59,7 +59,7 @@ import dataclasses
 
 import keras
 
-from config import TrainConfig, setting
+from common.config import TrainConfig, setting
 from layers.capsule_gru import CapsuleGRU
 from layers.capsule_mask_regularization import CapsuleMaskRegularization
 from layers.capsule_routing import CapsuleRouting

@@ -1,18 +1,25 @@
-"""The registry of the zoo's models: `--model NAME` -> how to build and train it."""
+"""The registry of the zoo's models: `--model NAME` -> how to build and train it.
+
+It imports no model: each family's module registers its models when it is
+imported, and `models/__init__.py` imports them all.
+"""
 
 import dataclasses
 import json
 from typing import Any, Callable
 
-from config import DataConfig, ExperimentConfig, TrainConfig, apply_overrides
-from data.errors import InputError
+import tensorflow as tf
+
+from common.config import ExperimentConfig, TrainConfig, apply_overrides
+from common.errors import InputError
+from data.splits import DataConfig
+from data.vocabulary import Vocabulary
 
 
 def default_vocabulary(config, train_captions, word_vectors=None):
     """The training words seen at least `config.vocab_min_count` times, at
-    most `config.vocab_max_size` of them, tokenised by `config.tokenizer`."""
-    from data.vocabulary import Vocabulary
-
+    most `config.vocab_max_size` of them, tokenised by `config.tokenizer`
+    (a `models.base.VocabularyConfig`)."""
     return Vocabulary.build(
         train_captions, min_count=config.vocab_min_count, max_size=config.vocab_max_size,
         tokenizer=config.tokenizer,
@@ -40,6 +47,11 @@ class ModelSpec:
         of the config classes' defaults; "paper" is always available, and
         empty unless given (when one config class serves several variants,
         as the Vilalta et al. pipelines).
+      image_features: named kinds of image features the model can read
+        besides "fc" (one CNN layer's features, `{split}_ims.npy`), each
+        the overrides (`{"section.field": value}`) that make the data and
+        the model read it, e.g. the Full-Network Embedding's per-layer
+        features (`train.py --image-features NAME`).
     """
 
     name: str
@@ -49,13 +61,20 @@ class ModelSpec:
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     presets: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     vocabulary: Callable[..., Any] = default_vocabulary
+    image_features: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
-    def experiment(self, preset="paper", overrides=()):
-        """The experiment config of a preset, with `--set` overrides applied."""
+    def experiment(self, preset="paper", overrides=(), image_features="fc"):
+        """The experiment config of a preset and a kind of image features
+        (see `image_features`), with `--set` overrides applied."""
         presets = {"paper": {}, **self.presets}
         if preset not in presets:
             raise InputError(
                 f"--preset {preset!r}: model {self.name!r} has presets {', '.join(presets)}"
+            )
+        features = {"fc": {}, **self.image_features}
+        if image_features not in features:
+            raise InputError(
+                f"--image-features {image_features!r}: model {self.name!r} reads {', '.join(features)}"
             )
         config = ExperimentConfig(
             model_name=self.name,
@@ -64,16 +83,12 @@ class ModelSpec:
             train=dataclasses.replace(self.train),
             data=dataclasses.replace(self.data),
         )
-        preset_items = [f"{k}={json.dumps(v)}" for k, v in presets[preset].items()]
-        return apply_overrides(config, [*preset_items, *overrides])
+        settings = {**presets[preset], **features[image_features]}
+        return apply_overrides(config, [*(f"{k}={json.dumps(v)}" for k, v in settings.items()), *overrides])
 
     def build_model(self, model_config, vocabulary, image_dim):
         """The model with its weights created (by encoding a dummy pair);
         `vocabulary` is a `Vocabulary` or a plain token list."""
-        import tensorflow as tf
-
-        from data.vocabulary import Vocabulary
-
         if not isinstance(vocabulary, Vocabulary):
             vocabulary = Vocabulary(vocabulary)
         model = self.build(model_config, vocabulary, image_dim)
@@ -94,17 +109,10 @@ def register(spec):
 
 
 def get(name):
-    _import_models()
     if name not in _REGISTRY:
         raise InputError(f"--model {name!r}: unknown model; known models: {', '.join(names())}")
     return _REGISTRY[name]
 
 
 def names():
-    _import_models()
     return sorted(_REGISTRY)
-
-
-def _import_models():
-    # Importing a model module registers its models.
-    from models import fisher_vectors, fne_pipelines, mcnn, rcn, vse, w2vv  # noqa: F401

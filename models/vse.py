@@ -21,8 +21,7 @@ import numpy as np
 from keras import layers as keras_layers
 from keras import ops
 
-from config import TrainConfig, setting
-from data.tokenizer import TOKENIZERS
+from common.config import TrainConfig, setting
 from layers.cosine_similarity import CosineSimilarity
 from layers.full_network_embedding import FullNetworkEmbedding
 from layers.hinge_losses import MaxOfHinges, SumOfHinges
@@ -30,7 +29,7 @@ from layers.order_violation_similarity import OrderViolationSimilarity
 from layers.packed_gru import PackedGRU
 from layers.text_vectorizer import TextVectorizer
 from models import registry
-from models.base import RetrievalModel
+from models.base import RetrievalModel, VocabularyConfig
 
 HINGE_LOSSES = {"sum": SumOfHinges, "max": MaxOfHinges}
 SIMILARITIES = {"cosine": CosineSimilarity, "order": OrderViolationSimilarity}
@@ -42,7 +41,7 @@ IMAGE_INPUTS = {
 
 
 @dataclasses.dataclass
-class VSEConfig:
+class VSEConfig(VocabularyConfig):
     """Hyperparameters of the GRU VSE model (VSE++ defaults).
 
     Attributes:
@@ -79,14 +78,14 @@ class VSEConfig:
         `data.image_features=stages`).
     """
 
-    word_dim: int = setting(300, minimum=1)
+    word_dim: int = 300
     embed_dim: int = setting(1024, minimum=1)
     margin: float = setting(0.2, minimum=0)
     hinge: str = "max"
     loss_reduction: str = setting("sum", choices=("sum", "mean"))
-    tokenizer: str = setting("treebank", choices=TOKENIZERS)
-    vocab_min_count: int = setting(4, minimum=1)
-    vocab_max_size: int | None = setting(None, minimum=1)
+    tokenizer: str = "treebank"
+    vocab_min_count: int = 4
+    vocab_max_size: int | None = None
     max_length: int | None = setting(None, minimum=1)
     word_vectors: str | None = None
     similarity: str = setting("cosine", choices=SIMILARITIES)

@@ -67,15 +67,15 @@ Readings taken where the paper is silent, and the public code
 """
 
 import dataclasses
-from pathlib import Path
 
 import keras
 import numpy as np
 from keras import layers as keras_layers
 from keras import ops
 
-from config import EMBEDDED_DATA, TrainConfig, setting
-from data.tokenizer import TOKENIZERS, tokenize_strings
+from common.config import TrainConfig, setting
+from data.embedded import EMBEDDED_GLOVE_50D
+from data.tokenizer import tokenize_strings
 from data.vocabulary import Vocabulary
 from layers.bag_of_words import BagOfWords
 from layers.cosine_similarity import CosineSimilarity
@@ -86,19 +86,17 @@ from layers.negative_mse_similarity import NegativeMSESimilarity
 from layers.packed_gru import PackedGRU
 from layers.text_vectorizer import TextVectorizer
 from models import registry
-from models.base import RetrievalModel
+from models.base import RetrievalModel, VocabularyConfig
 
 # The scales in the order eq. 4 concatenates them.
 SCALES = ("bow", "word2vec", "gru")
 SIMILARITIES = {"cosine": CosineSimilarity, "dot": DotProductSimilarity, "neg_mse": NegativeMSESimilarity}
 HINGE_LOSSES = {"hinge_sum": SumOfHinges, "hinge_max": MaxOfHinges}
 LOSSES = ("mse", *HINGE_LOSSES)
-# GloVe 6B 50-d vectors of the Flickr8k words, embedded for the quick preset.
-GLOVE_50D = str(Path(EMBEDDED_DATA).parent / "glove_6b_50d" / "glove.6B.50d.flickr8k.txt")
 
 
 @dataclasses.dataclass
-class W2VVConfig:
+class W2VVConfig(VocabularyConfig):
     """Hyperparameters of Word2VisualVec (Dong et al. 2018, Sec. III, IV-A).
 
     Attributes:
@@ -119,6 +117,8 @@ class W2VVConfig:
       tokenizer: "alnum" (the public code's `clean_str`) or "treebank".
       vocab_min_count: BoW and GRU words are the training words seen at
         least this often (5).
+      vocab_max_size: at most this many of them, the most frequent (None =
+        no limit, the public code's).
       word_vectors: word vector file (gensim formats or a bigfile folder),
         "word2vec" to train skip-gram on the training captions, or None (a
         randomly initialised GRU embedding; not with the word2vec scale).
@@ -130,7 +130,7 @@ class W2VVConfig:
     """
 
     scales: tuple[str, ...] = setting(SCALES, choices=SCALES)
-    word_dim: int = setting(500, minimum=1)
+    word_dim: int = 500
     gru_units: int = setting(1024, minimum=1)
     max_gru_tokens: int = setting(32, minimum=1)
     hidden_units: tuple[int, ...] = setting((2048,), minimum=1)
@@ -138,8 +138,9 @@ class W2VVConfig:
     loss: str = setting("mse", choices=LOSSES)
     margin: float = setting(0.2, minimum=0)
     similarity: str = setting("cosine", choices=SIMILARITIES)
-    tokenizer: str = setting("alnum", choices=TOKENIZERS)
-    vocab_min_count: int = setting(5, minimum=1)
+    tokenizer: str = "alnum"
+    vocab_min_count: int = 5
+    vocab_max_size: int | None = None
     word_vectors: str | None = "word2vec"
     max_vector_words: int | None = setting(None, minimum=1)
     missing_word_init: float = setting(1.0, minimum=0)
@@ -161,7 +162,8 @@ def w2vv_vocabulary(config, train_captions, word_vectors=None):
         words = list(word_vectors.index_to_key[: config.max_vector_words])
         extra = [word for word, tokens in zip(words, tokenize_strings(words, config.tokenizer)) if tokens == [word]]
     return Vocabulary.build(
-        train_captions, min_count=config.vocab_min_count, tokenizer=config.tokenizer, extra_words=extra
+        train_captions, min_count=config.vocab_min_count, max_size=config.vocab_max_size, tokenizer=config.tokenizer,
+        extra_words=extra,
     )
 
 
@@ -299,7 +301,7 @@ PAPER_TRAINING = TrainConfig(
 # batches of similar caption length (the MSE of a pair does not depend on
 # the rest of its batch, so bucketing changes no gradient, only padding).
 QUICK = {
-    "model.word_vectors": GLOVE_50D,
+    "model.word_vectors": EMBEDDED_GLOVE_50D,
     "model.word_dim": 50,
     "model.gru_units": 512,
     "train.learning_rate": 1e-3,

@@ -36,7 +36,7 @@ def trained_bf16(tmp_path_factory):
     """The tiny `gru` run trained under mixed bfloat16."""
     model_dir = tmp_path_factory.mktemp("run") / "gru-bf16"
     argv = ["--model", "gru", "--preset", "quick", "--model-dir", str(model_dir), *TINY,
-            "--set", "train.mixed_precision=bf16"]
+            "--set", "runtime.mixed_precision=bf16"]
     assert train.main(argv) == 0
     return model_dir
 

@@ -9,7 +9,9 @@ and fails them when `ZOO_REQUIRE_SHARED_DATA=1` (CI, which has it).
 `run_layer_test` gives every layer of `layers/` the same checks, in the
 spirit of keras-hub's `TestCase.run_layer_test`: config and serialization
 round trips, symbolic and eager calls, one training step, a gradient for
-every trainable variable, and no NaN.
+every trainable variable, and no NaN; and, in the spirit of its
+`run_precision_test`, a pass under each mixed-precision policy training
+offers (`engine.runtime.DTYPE_POLICIES`).
 """
 
 import os
@@ -19,6 +21,8 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+
+from engine.runtime import DTYPE_POLICIES
 
 REPO = Path(__file__).resolve().parents[1]
 EMBEDDED_DATA = REPO / "data" / "f8k_precomp"
@@ -40,7 +44,19 @@ def shared_data(name):
     return path
 
 
-def run_layer_test(layer_cls, init_kwargs, inputs, expected_output_shape=None, input_gradients=True):
+# The Keras policies of the mixed precisions of training (`RuntimeConfig.mixed_precision`).
+MIXED_POLICIES = tuple(policy for policy in DTYPE_POLICIES.values() if policy.startswith("mixed_"))
+
+# How far a mixed-precision output may be from the float32 one: rtol, and
+# atol times the float32 output's largest magnitude (at least 1). About 8
+# unit roundoffs of the compute dtype (bfloat16 2^-8 = 3.9e-3, float16
+# 2^-11 = 4.9e-4): the rounding of the inputs and weights and of a few
+# products and sums, not an error that grows with a recurrence's length.
+MIXED_TOLERANCE = {"mixed_bfloat16": 3e-2, "mixed_float16": 4e-3}
+
+
+def run_layer_test(layer_cls, init_kwargs, inputs, expected_output_shape=None, input_gradients=True,
+                   float32_layer=False, mixed_output_dtype=None, mixed_tolerance=None):
     """Checks a layer the way every layer of the zoo must behave.
 
     Args:
@@ -51,6 +67,16 @@ def run_layer_test(layer_cls, init_kwargs, inputs, expected_output_shape=None, i
         a layer returning several tensors), if known.
       input_gradients: whether gradients must reach the float inputs (not
         for a layer piecewise constant in them, such as a discretisation).
+      float32_layer: the layer computes in float32 under mixed precision,
+        as the models build it with dtype="float32" (similarities,
+        normalisations): the mixed-precision pass builds it (and any
+        sublayer) in float32, feeds it inputs in the compute dtype (as its
+        mixed-precision neighbours give them) and expects float32 outputs.
+      mixed_output_dtype: the dtype of the float outputs under a
+        mixed-precision policy, when the layer fixes it (e.g. counts cast to
+        float32); default: the policy's compute dtype.
+      mixed_tolerance: {policy: tolerance} replacing `MIXED_TOLERANCE`'s
+        for a layer whose computation amplifies rounding (say why).
 
     Returns:
       The layer's eager output, for further checks by the caller.
@@ -75,6 +101,11 @@ def run_layer_test(layer_cls, init_kwargs, inputs, expected_output_shape=None, i
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
     assert type(restored) is layer_cls and restored.get_config() == config
+
+    for policy in MIXED_POLICIES:
+        tolerance = {**MIXED_TOLERANCE, **(mixed_tolerance or {})}[policy]
+        check_mixed_precision(layer_cls, init_kwargs, inputs, layer.get_weights(), outputs, policy, tolerance,
+                              float32_layer, mixed_output_dtype)
 
     # Symbolic call: the output spec agrees with the eager output.
     symbolic_inputs = [keras.Input(batch_shape=x.shape, dtype=x.dtype) for x in inputs]
@@ -104,3 +135,38 @@ def run_layer_test(layer_cls, init_kwargs, inputs, expected_output_shape=None, i
         for x in keras.tree.flatten(layer(*inputs)):
             assert np.all(np.isfinite(keras.ops.convert_to_numpy(x)))
     return output
+
+
+def check_mixed_precision(layer_cls, init_kwargs, inputs, weights, float32_outputs, policy, tolerance,
+                          float32_layer=False, output_dtype=None):
+    """The layer built under the Keras dtype policy `policy` (as training
+    builds the models, `engine.runtime.dtype_policy`; a `float32_layer` in
+    float32) with the float32 layer's `weights`, on the same inputs: float32
+    variables, float outputs in the compute dtype (float32 for a
+    `float32_layer`, or `output_dtype`), finite and within `tolerance`
+    (see `MIXED_TOLERANCE`) of the float32 `outputs`. Integer and bool outputs are left out."""
+    compute_dtype = keras.DTypePolicy(policy).compute_dtype
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32" if float32_layer else policy)
+    try:
+        layer = layer_cls(**init_kwargs)
+        if float32_layer:
+            inputs = tuple(tf.cast(x, compute_dtype) if x.dtype.is_floating else x for x in inputs)
+        layer(*inputs)
+        layer.set_weights(weights)
+        outputs = keras.tree.flatten(layer(*inputs))
+    finally:
+        keras.config.set_dtype_policy(previous)
+    assert len(outputs) == len(float32_outputs)
+    assert all(keras.backend.standardize_dtype(v.dtype) == "float32" for v in layer.weights), (
+        f"{policy}: variables {[(v.path, v.dtype) for v in layer.weights]}, not float32")
+    expected_dtype = output_dtype or ("float32" if float32_layer else compute_dtype)
+    for k, (got, want) in enumerate(zip(outputs, float32_outputs)):
+        if not keras.backend.is_float_dtype(want.dtype):
+            continue
+        assert keras.backend.standardize_dtype(got.dtype) == expected_dtype, (
+            f"{policy}: output {k} is {got.dtype}, not {expected_dtype}")
+        got, want = (keras.ops.convert_to_numpy(keras.ops.cast(x, "float32")) for x in (got, want))
+        assert np.all(np.isfinite(got)), f"{policy}: NaN/inf in output {k}"
+        np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance * max(1.0, np.max(np.abs(want), initial=0)),
+                                   err_msg=f"{policy}: output {k} far from float32")

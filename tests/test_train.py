@@ -16,13 +16,19 @@ from tests.conftest import TINY
 from tests.helpers import EMBEDDED_DATA, REPO
 
 
-
 def test_training_writes_config_vocab_checkpoints_logs_results_and_export(trained):
     for name in ("config.json", "vocab.json", "results.json", "checkpoints/checkpoint", "best/checkpoint",
                  "saved_model/saved_model.pb"):
         assert (trained / name).exists(), name
     config = json.loads((trained / "config.json").read_text())
     assert config["model_name"] == "gru" and config["train"]["epochs"] == 2 and config["image_dim"] == 1280
+    # How the run used the machine, in its own section: without --strategy the config's "auto", recorded as
+    # what it stood for here (mirrored over several GPUs, else the default strategy).
+    import tensorflow as tf
+
+    used = "mirrored" if len(tf.config.list_logical_devices("GPU")) > 1 else "default"
+    assert config["runtime"] == {"strategy": used, "mixed_precision": "none", "jit_compile": False}
+    assert not {"strategy", "mixed_precision", "jit_compile"} & set(config["train"])
     results = json.loads((trained / "results.json").read_text())
     # 50 tiny steps learn something: chance is rsum 3.3, t2i medr 500.
     assert results["test"]["rsum"] > 6 and results["test"]["t2i_medr"] < 400
@@ -75,30 +81,12 @@ def test_gradient_norms_and_model_diagnostics_are_in_tensorboard(run, request):
         assert all(d > 0 for d in values[prefix + "eq9_min_abs_denominator"])
 
 
-# A mixed-precision run's test numbers and export are float32's.
-@pytest.mark.parametrize(
-    "run", ["trained", "trained_bf16", "trained_rcn", "trained_w2vv", "trained_mcnn_st", "trained_mcnn_ens", "trained_fv"]
-)
-def test_evaluate_reproduces_training_numbers_from_checkpoint_and_export(run, request, tmp_path):
-    import evaluate
-
-    trained = request.getfixturevalue(run)
-    expected = json.loads((trained / "results.json").read_text())["test"]
-    data = json.loads((trained / "config.json").read_text())["data"]["path"]  # a SavedModel does not know it
-    for source in (["--model-dir", str(trained)], ["--saved-model", str(trained / "saved_model")]):
-        out = tmp_path / "metrics.json"
-        assert evaluate.main([*source, "--data", data, "--json", str(out)]) == 0
-        got = json.loads(out.read_text())
-        for name, value in expected.items():
-            assert got[name] == pytest.approx(value, abs=1e-6), (source, name)
-
-
 @pytest.mark.parametrize("run", ["trained", "trained_rcn", "trained_w2vv", "trained_mcnn_st", "trained_mcnn_ens", "trained_fv"])
 def test_saved_model_matches_keras_model_in_a_fresh_process(run, request, tmp_path):
-    import inference
+    from models.restore import restore_model
 
     trained = request.getfixturevalue(run)
-    _, model = inference.restore_model(trained)
+    _, model = restore_model(trained)
     captions = ["A dog runs through the grass .", "two children play on a beach"]
     features = np.random.default_rng(0).uniform(0, 2, size=(3, 1280)).astype(np.float32)
     np.save(tmp_path / "features.npy", features)
@@ -138,6 +126,13 @@ def test_export_only(trained):
     assert (trained / "saved_model" / "saved_model.pb").exists()
 
 
+def test_list_names_each_models_presets_and_image_features(capsys):
+    assert train.main(["--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "gru: presets paper, quick" in lines
+    assert "ph: presets paper, f30k, coco, quick; image features fc, fne" in lines
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--model", "nope"], "unknown model"),
     (["--model", "gru", "--set", "train.epochz=1"], "unknown key"),
@@ -149,6 +144,8 @@ def test_export_only(trained):
     (["--model", "gru", "--set", "train.max_train_images=10", "--set", "train.batch_size=128"],
      "train.batch_size=128 is larger than the 50 training pairs"),
     (["--model", "gru", "--set", "train.learning_rate=-1"], "train.learning_rate must be > 0; got -1.0"),
+    (["--model", "gru", "--image-features", "fne"], "--image-features 'fne': model 'gru' reads fc"),
+    (["--model", "gru", "--strategy", "tpu"], "runtime.strategy must be one of auto, default, mirrored, multiworker"),
 ])
 def test_bad_arguments_give_one_line_errors(argv, message, capsys, tmp_path):
     argv = argv if "--model-dir" in argv else [*argv, "--model-dir", str(tmp_path / "run")]
@@ -194,32 +191,6 @@ def test_sigkill_then_resume_ends_where_an_uninterrupted_run_ends(trained, tmp_p
     for split in ("dev", "test"):
         for name, value in expected[split].items():
             assert resumed[split][name] == pytest.approx(value, abs=1e-6), (split, name)
-
-
-def test_evaluate_rejects_bad_data_with_one_line_errors(trained, tmp_path, capsys):
-    import shutil
-
-    import evaluate
-    from tests.helpers import EMBEDDED_DATA
-
-    data = tmp_path / "data"
-    data.mkdir()
-    for name in ("test_caps.txt", "test_ims.npy"):
-        shutil.copy(EMBEDDED_DATA / name, data / name)
-    captions = (data / "test_caps.txt").read_text().splitlines()
-    (data / "test_caps.txt").write_text("\n".join(["a dog " * 300] + captions[1:]) + "\n")
-    cases = [
-        ("test_caps.txt: caption has more than 512 tokens", None),
-        ("image features have dimension 7, the model expects 1280", lambda: np.save(data / "test_ims.npy", np.ones((1000, 7)))),
-        ("4999 captions for 1000 images", lambda: (data / "test_caps.txt").write_text("\n".join(captions[1:]) + "\n")),
-    ]
-    for message, corrupt in cases:
-        if corrupt:
-            corrupt()
-        for source in (["--model-dir", str(trained)], ["--saved-model", str(trained / "saved_model")]):
-            assert evaluate.main([*source, "--data", str(data)]) == 2
-            err = capsys.readouterr().err.strip()
-            assert message in err and len(err.splitlines()) == 1, err
 
 
 def _digests(directory):
@@ -321,7 +292,7 @@ def test_output_paths_are_checked_before_any_work(trained, tmp_path, capsys):
 def test_saved_model_rejects_empty_and_over_long_captions(trained):
     import tensorflow as tf
 
-    from inference import first_line
+    from engine.evaluation import first_line
 
     loaded = tf.saved_model.load(str(trained / "saved_model"))
     for text, message in (("", "empty caption"), ("dog " * 513, "more than 512 tokens")):
@@ -358,7 +329,7 @@ def test_a_resumed_model_with_dropout_ends_as_an_uninterrupted_run(tmp_path, mon
     # The dropout masks' random state is checkpointed with the weights, so
     # a run interrupted after its first checkpoint draws the same masks
     # after resuming.
-    import training
+    from engine import training
 
     argv = ["--model", "w2vv-bow", "--preset", "quick", "--set", "model.hidden_units=[32]",
             "--set", "train.max_train_images=100", "--set", "train.batch_size=50", "--set", "train.epochs=2",
@@ -381,7 +352,7 @@ def test_a_resumed_model_with_dropout_ends_as_an_uninterrupted_run(tmp_path, mon
 
 
 def test_plot_training_draws_the_runs_scalars_from_their_event_files(trained, trained_rcn, tmp_path, capsys):
-    import plot_training
+    from tools import plot_training
 
     out = tmp_path / "runs.png"
     tag = "diagnostics/rcn/pass_1/eq9_min_relative_denominator"
@@ -407,8 +378,8 @@ def test_sentence_similarity_only_for_models_with_a_joint_space(run, joint, requ
     """m-CNN's encodings are halves of its matching network (for `st` of the
     same size): no caption-to-caption task, in results.json or from the
     export."""
-    import inference
+    from engine import scoring
 
     model_dir = request.getfixturevalue(run)
     assert ("t2t_meanr" in json.loads((model_dir / "results.json").read_text())["test"]) == joint
-    assert inference.SavedModelScorer(model_dir / "saved_model").joint_space == joint
+    assert scoring.SavedModelScorer(model_dir / "saved_model").joint_space == joint

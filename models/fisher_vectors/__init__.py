@@ -2,17 +2,17 @@
 Wolf, "Associating Neural Word Embeddings with Deep Image Representations
 using Fisher Vectors", CVPR 2015): the closed-form fitting parts."""
 
-from config import TrainConfig
+from common.config import TrainConfig
+from data.embedded import EMBEDDED_GLOVE_50D
 from models import registry
 from models.fisher_vectors.model import ENCODINGS, FisherVectorModel, FVConfig, fv_vocabulary
-from models.w2vv import GLOVE_50D
 
 # Nothing is trained by gradients; the training settings only seed the fit.
 FITTED = TrainConfig(epochs=1)
 
 # The embedded GloVe 6B 50-d vectors of the Flickr8k words for the paper's
 # GoogleNews word2vec 300-d (which cannot ship); everything else as the paper.
-QUICK = {"model.word_vectors": GLOVE_50D, "model.word_dim": 50}
+QUICK = {"model.word_vectors": EMBEDDED_GLOVE_50D, "model.word_dim": 50}
 
 for _encoding in ENCODINGS:
     registry.register(

@@ -42,17 +42,16 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-import metrics
-import progress
-from config import setting
-from data.errors import InputError
-from data.tokenizer import TOKENIZERS, tokenize_strings
+from common import metrics, progress
+from common.config import setting
+from common.errors import InputError
+from data.tokenizer import tokenize_strings
 from data.vocabulary import Vocabulary
 from layers.canonical_projection import CanonicalProjection
 from layers.cosine_similarity import CosineSimilarity
 from layers.fisher_vector import FisherVector
 from layers.text_vectorizer import TextVectorizer
-from models.base import RetrievalModel
+from models.base import ModelConfig, RetrievalModel
 from models.fisher_vectors import cca, mixtures
 
 # Sentence encodings and the mixtures they need (Table 1's rows).
@@ -62,7 +61,7 @@ DROPPED_TOKENS = ("'s",)
 
 
 @dataclasses.dataclass
-class FVConfig:
+class FVConfig(ModelConfig):
     """Hyperparameters of the Fisher-vector models (Klein et al. 2015).
 
     Attributes:
@@ -81,12 +80,12 @@ class FVConfig:
       cca_etas: the ridge values tried on dev.
       cca_weight_power: scale CCA dimensions by r**power (1; 0 = none).
       tokenizer: "treebank" (lowercases; punctuation is dropped after).
-      vocab_min_count: unused (the vocabulary is the vector file's).
+      (The vocabulary is the vector file's: no frequency threshold.)
     """
 
     encoding: str = setting("hglmm", choices=ENCODINGS)
     word_vectors: str | None = None
-    word_dim: int = setting(300, minimum=1)
+    word_dim: int = 300
     max_vector_words: int | None = setting(None, minimum=1)
     ica: bool = True
     ica_sample: int = setting(300_000, minimum=2)
@@ -94,8 +93,7 @@ class FVConfig:
     em_iterations: int = setting(10, minimum=1)
     cca_etas: tuple[float, ...] = setting((1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1), minimum=0)
     cca_weight_power: float = setting(1.0, minimum=0)
-    tokenizer: str = setting("treebank", choices=TOKENIZERS)
-    vocab_min_count: int = setting(1, minimum=1)
+    tokenizer: str = "treebank"
 
     def __post_init__(self):
         if not self.cca_etas:

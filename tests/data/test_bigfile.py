@@ -9,9 +9,9 @@ import time
 import numpy as np
 import pytest
 
-from data import readers
+from common import files
+from common.errors import InputError
 from data.bigfile import BigFile, is_bigfile, write_bigfile
-from data.errors import InputError
 from tests.helpers import EMBEDDED_DATA
 
 GOLDEN_IDS = ["a", "b"]
@@ -54,7 +54,7 @@ def test_hand_written_bigfile_reads_back_in_request_order(tmp_path):
 def test_real_features_round_trip_exactly(tmp_path):
     """The embedded test features (1000 x 1280) with their image ids survive write + read bit for bit."""
     features = np.load(EMBEDDED_DATA / "test_ims.npy")
-    ids = readers.read_lines(EMBEDDED_DATA / "test_ids.txt", "image id")
+    ids = files.read_lines(EMBEDDED_DATA / "test_ids.txt", "image id")
     assert features.shape == (1000, 1280) and len(ids) == 1000
     write_bigfile(tmp_path / "test_ims", ids, features)
     table = BigFile(tmp_path / "test_ims")

@@ -15,8 +15,8 @@ import pytest
 
 import evaluate
 import train
-from data import collections, readers
-from data.errors import InputError
+from common.errors import InputError
+from data import collections, readers, splits
 from tests.helpers import EMBEDDED_DATA, shared_data
 
 TINY = [
@@ -90,7 +90,7 @@ def test_frame_features_are_mean_pooled_per_video(tmp_path):
     assert (tmp_path / "test" / "TextData" / "test.caption.txt").read_text().splitlines()[:5] == [
         "v1#0 caption 0 of v1", "v2#0 caption 0 of v2", "v3#0 caption 0 of v3", "v4#0 caption 0 of v4",
         "v2#1 caption 1 of v2"]
-    check_pooled(readers.load_split(tmp_path, "test", "feat"), frames, captions)
+    check_pooled(splits.load_split(tmp_path, "test", "feat"), frames, captions)
 
 
 def video2frames_text(frames, frame_name, as_json):
@@ -200,7 +200,7 @@ def test_one_frame_videos_read_back_as_the_precomp_images(frames_root, split):
     """Every split of the one-frame collection equals the precomp split: images bit for bit, captions, mapping."""
     feature_ids = (frames_root / split / "FeatureData" / "ims" / "id.txt").read_text().split()
     assert all(frame.endswith("_0") for frame in feature_ids)
-    got = readers.load_split(frames_root, split, "ims")
+    got = splits.load_split(frames_root, split, "ims")
     want = readers.load_precomp(EMBEDDED_DATA, split)
     assert got.images.dtype == np.float32 and np.array_equal(got.images, want.images)
     assert got.captions == want.captions
@@ -273,7 +273,7 @@ def test_pseudo_clips_pool_two_frames(pseudo_clip_run):
     """Each pseudo-clip's feature is the mean of its image and the image's nearest training neighbour."""
     root, clips, _ = pseudo_clip_run
     for split, expected in clips.items():
-        got = readers.load_split(root, split, "ims")
+        got = splits.load_split(root, split, "ims")
         assert got.images.shape == (len(expected), 1280) and len(got.captions) == 5 * len(expected)
         np.testing.assert_allclose(got.images, expected, rtol=1e-6, atol=1e-6)
 
@@ -307,7 +307,7 @@ def two_feature_run(tmp_path_factory):
 def test_two_features_concatenate_per_item(two_feature_run):
     """load_split(..., 'ims+stages') is the 4400-column concatenation of both features (stand-in for audio)."""
     root, _, _ = two_feature_run
-    both = readers.load_split(root, "test", "ims+stages")
+    both = splits.load_split(root, "test", "ims+stages")
     data = shared_data("f8k_precomp")
     ims = readers.load_precomp(data, "test", "ims").images
     stages = readers.load_precomp(data, "test", "stages").images
@@ -324,7 +324,7 @@ def test_two_feature_model_exports_a_4400_wide_image_encoder(two_feature_run):
     assert json.loads((model_dir / "config.json").read_text())["image_dim"] == 4400
     assert all(math.isfinite(value) for value in results["test"].values())
     loaded = tf.saved_model.load(str(model_dir / "saved_model"))
-    rows = readers.load_split(root, "test", "ims+stages").images[:2]
+    rows = splits.load_split(root, "test", "ims+stages").images[:2]
     encoded = loaded.encode_image(tf.constant(rows)).numpy()
     assert encoded.shape[0] == 2 and np.all(np.isfinite(encoded))
 
@@ -336,7 +336,7 @@ def test_command_line(tmp_path, capsys):
     """`python -m data.collections --precomp X --out Y` exits 0; --out naming an existing file exits 2."""
     out = tmp_path / "cli"
     assert collections.main(["--precomp", str(EMBEDDED_DATA), "--out", str(out)]) == 0
-    assert readers.load_split(out, "dev").captions == readers.load_precomp(EMBEDDED_DATA, "dev").captions
+    assert splits.load_split(out, "dev").captions == readers.load_precomp(EMBEDDED_DATA, "dev").captions
     first_image = (EMBEDDED_DATA / "test_ids.txt").read_text().split()[0]  # 3385593926_d3e9c21170.jpg
     assert (out / "test" / "FeatureData" / "ims" / "id.txt").read_text().split()[0] == first_image[: -len(".jpg")]
     a_file = tmp_path / "a_file"

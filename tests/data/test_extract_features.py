@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from common.errors import InputError
 from data import extract_features, readers
-from data.errors import InputError
 from tests.helpers import EMBEDDED_IMAGES, REPO
 
 IMAGES = sorted(EMBEDDED_IMAGES.glob("*.jpg"))[:3]
@@ -94,7 +94,7 @@ def test_vgg16_full_network_features(release, tmp_path):
     images, text = release
     common = ["--splits", "test", "--backbone", "vgg16", "--weights", "none", "--crops", "1"]
     keras.utils.set_random_seed(0)
-    assert run_cli(images, text, tmp_path / "fne", *common, "--fne") == 0
+    assert run_cli(images, text, tmp_path / "fne", *common, "--stages") == 0
     keras.utils.set_random_seed(0)  # the same random weights for the plain run
     assert run_cli(images, text, tmp_path / "fc", *common) == 0
     layout = json.loads((tmp_path / "fne" / "stages.json").read_text())["layers"]
@@ -108,10 +108,10 @@ def test_vgg16_full_network_features(release, tmp_path):
     np.testing.assert_allclose(stages[:, -4096:], fc7, rtol=1e-4, atol=1e-5)
 
 
-def test_fne_needs_a_vgg_backbone(release, tmp_path, capsys):
+def test_stages_need_a_vgg_backbone(release, tmp_path, capsys):
     images, text = release
-    assert run_cli(images, text, tmp_path / "o", "--splits", "test", "--weights", "none", "--fne") == 2
-    assert "--fne needs a VGG backbone" in capsys.readouterr().err
+    assert run_cli(images, text, tmp_path / "o", "--splits", "test", "--weights", "none", "--stages") == 2
+    assert "--stages needs a VGG backbone" in capsys.readouterr().err
 
 
 def test_weights_urls_are_the_ones_keras_downloads():
@@ -228,7 +228,7 @@ def test_tfhub_module_as_the_backbone(release, tmp_path, as_signature):
     ("tfhub:/nonexistent/module", [], "no such module directory"),
     ("tfhub:{tmp}", [], "not a TF Hub module"),
     ("tfhub:{tmp}", ["--weights", "none"], "--weights applies to the keras.applications backbones"),
-    ("tfhub:{tmp}", ["--fne"], "--fne needs a VGG backbone"),
+    ("tfhub:{tmp}", ["--stages"], "--stages needs a VGG backbone"),
 ])
 def test_tfhub_errors_are_one_line(release, tmp_path, capsys, backbone, extra, message):
     images, text = release

@@ -4,8 +4,8 @@ import os
 import numpy as np
 import pytest
 
+from common.errors import InputError
 from data import readers
-from data.errors import InputError
 from tests.helpers import EMBEDDED_DATA, EMBEDDED_TEXT, shared_data
 
 
@@ -177,3 +177,28 @@ def test_write_precomp_round_trip(tmp_path):
     features[1, 2] = np.nan
     with pytest.raises(InputError, match="dev_ims.npy: the features of image b.jpg hold NaN or inf"):
         readers.write_precomp(tmp_path, "dev", features, data)
+
+
+def test_first_images_keeps_the_captions_of_the_kept_images_in_order():
+    """Captions need not be grouped by image: each kept caption stays where it was."""
+    split = readers.RetrievalSplit(
+        images=np.array([[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]], np.float32),
+        captions=["a of 0", "b of 2", "c of 1", "d of 0", "e of 2", "f of 1"],
+        caption_image=np.array([0, 2, 1, 0, 2, 1], np.int64),
+        image_ids=["x.jpg", "y.jpg", "z.jpg"],
+        source="/data", captions_file="/data/test_caps.txt",
+    )
+    cut = split.first_images(2)
+    np.testing.assert_array_equal(cut.images, [[0.0, 1.0], [2.0, 3.0]])
+    assert cut.captions == ["a of 0", "c of 1", "d of 0", "f of 1"]
+    np.testing.assert_array_equal(cut.caption_image, [0, 1, 0, 1])
+    assert cut.image_ids == ["x.jpg", "y.jpg"]
+    assert (cut.source, cut.captions_file) == ("/data", "/data/test_caps.txt")
+    one = split.first_images(1)
+    assert one.captions == ["a of 0", "d of 0"] and one.images.shape == (1, 2) and one.image_ids == ["x.jpg"]
+    # As many images as the split has, or more: all of it.
+    for n in (3, 10):
+        whole = split.first_images(n)
+        assert whole.captions == split.captions and whole.image_ids == split.image_ids
+        np.testing.assert_array_equal(whole.images, split.images)
+        np.testing.assert_array_equal(whole.caption_image, split.caption_image)

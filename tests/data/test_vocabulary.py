@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from data.errors import InputError
+from common.errors import InputError
 from data.vocabulary import Vocabulary
 
 CAPTIONS = ["A dog runs.", "a dog sits", "A cat runs", "zebra"]

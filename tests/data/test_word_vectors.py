@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from gensim.models import KeyedVectors
 
+from common.errors import InputError
 from data import word_vectors
-from data.errors import InputError
 from data.readers import load_precomp
 from data.vocabulary import Vocabulary
 from tests.helpers import EMBEDDED_DATA, EMBEDDED_GLOVE, REPO
@@ -113,3 +113,36 @@ def test_word2vec_on_captions_is_the_same_in_every_process(tmp_path):
     subprocess.run([sys.executable, "-c", script, str(out)], cwd=REPO, check=True,
                    env={"PYTHONHASHSEED": "1", "PYTHONPATH": str(REPO)})
     np.testing.assert_array_equal(np.load(out), vectors["dog"])
+
+
+# --- for_model: the vectors a model config's `word_vectors` names ----------
+
+CAPTIONS = ["A dog runs.", "Two cats sleep", "a dog sleeps"]
+
+
+def test_for_model_without_word_vectors_is_none():
+    assert word_vectors.for_model(None, CAPTIONS, "treebank", dim=8, seed=0) is None
+
+
+def test_for_model_loads_a_vector_file(tmp_path):
+    path = tmp_path / "glove.txt"
+    path.write_text("dog 1 2 3\ncat 4 5 6\n")
+    vectors = word_vectors.for_model(str(path), CAPTIONS, "treebank", dim=3, seed=0)
+    assert vectors.index_to_key == ["dog", "cat"] and vectors.source == str(path)
+    np.testing.assert_array_equal(vectors["cat"], [4, 5, 6])
+    with pytest.raises(InputError, match=f"^{tmp_path / 'missing.txt'}: file not found"):
+        word_vectors.for_model(str(tmp_path / "missing.txt"), CAPTIONS, "treebank", dim=3, seed=0)
+
+
+@pytest.mark.parametrize("tokenizer, tokens", [
+    # Treebank keeps the full stop as a token; alnum drops punctuation. Both lowercase.
+    ("treebank", [["a", "dog", "runs", "."], ["two", "cats", "sleep"], ["a", "dog", "sleeps"]]),
+    ("alnum", [["a", "dog", "runs"], ["two", "cats", "sleep"], ["a", "dog", "sleeps"]]),
+])
+def test_for_model_word2vec_trains_on_the_training_captions_tokenised_by_the_models_tokenizer(tokenizer, tokens):
+    vectors = word_vectors.for_model("word2vec", CAPTIONS, tokenizer, dim=6, seed=4)
+    assert vectors.vector_size == 6
+    assert set(vectors.index_to_key) == {token for caption in tokens for token in caption}
+    expected = word_vectors.train_word2vec(tokens, dim=6, seed=4)
+    for word in ("dog", "sleep"):
+        np.testing.assert_array_equal(vectors[word], expected[word])

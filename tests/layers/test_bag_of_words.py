@@ -18,7 +18,8 @@ def clean_str(text):
 
 def test_layer_contract():
     ids = tf.constant([[2, 3, 3, 1, 0], [9, 4, 0, 0, 0]], tf.int32)
-    output = run_layer_test(BagOfWords, {"num_words": 4}, ids, expected_output_shape=(2, 4))
+    output = run_layer_test(BagOfWords, {"num_words": 4}, ids, expected_output_shape=(2, 4),
+                            mixed_output_dtype="float32")
     # Ids 2..5 are the words; 0 (padding), 1 (unknown) and 9 (outside the
     # BoW vocabulary) are not counted.
     np.testing.assert_array_equal(output, [[1, 2, 0, 0], [0, 0, 1, 0]])

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import diagnostics
+from common import diagnostics
 from layers.capsule_routing import CapsuleRouting
 from tests.helpers import run_layer_test
 

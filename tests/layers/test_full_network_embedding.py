@@ -17,7 +17,8 @@ def numpy_fne(features, mean, std):
 
 def test_layer_contract():
     features = tf.constant(RNG.normal(size=(4, 6)), tf.float32)
-    output = run_layer_test(FullNetworkEmbedding, {}, features, expected_output_shape=(4, 6), input_gradients=False)
+    output = run_layer_test(FullNetworkEmbedding, {}, features, expected_output_shape=(4, 6), input_gradients=False,
+                            float32_layer=True)
     # Unfitted statistics (mean 0, std 1) threshold the raw values.
     np.testing.assert_array_equal(output, numpy_fne(features.numpy(), 0, 1))
 

@@ -9,7 +9,8 @@ def test_layer_contract_and_values():
     rng = np.random.default_rng(0)
     images = tf.constant(rng.normal(size=(3, 8)), tf.float32)
     texts = tf.constant(rng.normal(size=(5, 8)), tf.float32)
-    output = run_layer_test(NegativeMSESimilarity, {}, (images, texts), expected_output_shape=(3, 5))
+    output = run_layer_test(NegativeMSESimilarity, {}, (images, texts), expected_output_shape=(3, 5),
+                            float32_layer=True)
     expected = -np.mean((images.numpy()[:, None, :] - texts.numpy()[None, :, :]) ** 2, axis=-1)
     np.testing.assert_allclose(output, expected, rtol=1e-5, atol=1e-5)
 

@@ -16,7 +16,8 @@ def numpy_order_similarity(images, texts):
 def test_layer_contract():
     images = tf.constant(RNG.normal(size=(3, 8)), tf.float32)
     texts = tf.constant(RNG.normal(size=(5, 8)), tf.float32)
-    output = run_layer_test(OrderViolationSimilarity, {}, (images, texts), expected_output_shape=(3, 5))
+    output = run_layer_test(OrderViolationSimilarity, {}, (images, texts), expected_output_shape=(3, 5),
+                            float32_layer=True)
     np.testing.assert_allclose(output, numpy_order_similarity(images.numpy(), texts.numpy()), rtol=1e-5, atol=1e-6)
 
 

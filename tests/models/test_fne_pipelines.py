@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from export import export_saved_model
+from engine.export import export_saved_model
 from layers.full_network_embedding import FullNetworkEmbedding
 from models import registry
 from tests.layers.test_order_violation_similarity import numpy_order_similarity

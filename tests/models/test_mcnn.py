@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import evaluate
-import inference
+from engine import evaluation
 from models import registry
 from models.mcnn import IMAGE_LAYER, VARIANTS
+from models.restore import restore_model
 
 VOCABULARY_SIZE = 40
 IMAGE_DIM = 12
@@ -139,10 +139,10 @@ def test_training_dropout_is_on_the_hidden_layer_of_each_pair():
     model = random_model("st", dropout=0.5)
     image_encodings = model.encode_image(np.ones((4, IMAGE_DIM), np.float32))
     text_encodings = model.encode_text(tf.constant(np.repeat(token_ids([3]), 4, axis=0)))
-    evaluation = model.score_pairs(image_encodings, text_encodings).numpy()
+    evaluating = model.score_pairs(image_encodings, text_encodings).numpy()
     training = model.score_pairs(image_encodings, text_encodings, training=True).numpy()
     # Identical inputs, independent masks per pair; none in evaluation.
-    assert np.ptp(evaluation) < 1e-6 and np.ptp(training) > 1e-3
+    assert np.ptp(evaluating) < 1e-6 and np.ptp(training) > 1e-3
 
 
 def test_evaluation_scores_every_pair_exactly_once_and_ranks_as_the_whole_matrix(monkeypatch):
@@ -156,12 +156,12 @@ def test_evaluation_scores_every_pair_exactly_once_and_ranks_as_the_whole_matrix
         scored.append(len(i) * len(t))
         return model.similarity(i, t).numpy()
 
-    monkeypatch.setattr(evaluate, "IMAGE_BLOCK", 8)
-    monkeypatch.setattr(evaluate, "CAPTION_BLOCK", 37)
-    result = evaluate.evaluate_encodings(similarity, images, texts, caption_image,
-                                         sentence_similarity=model.joint_space)
+    monkeypatch.setattr(evaluation, "IMAGE_BLOCK", 8)
+    monkeypatch.setattr(evaluation, "CAPTION_BLOCK", 37)
+    result = evaluation.evaluate_encodings(similarity, images, texts, caption_image,
+                                           sentence_similarity=model.joint_space)
     assert sum(scored) == 30 * 150
-    from metrics import retrieval_metrics
+    from common.metrics import retrieval_metrics
 
     assert result == retrieval_metrics(model.similarity(images, texts).numpy(), caption_image)
 
@@ -179,13 +179,13 @@ def test_ensemble_similarity_is_the_sum_of_its_members():
 def test_ensemble_is_assembled_from_the_members_best_checkpoints(trained_mcnn_members, trained_mcnn_ens):
     config = json.loads((trained_mcnn_ens / "config.json").read_text())
     assert config["model"]["variant"] == "ens" and len(config["model"]["members"]) == 4
-    _, ensemble = inference.restore_model(trained_mcnn_ens)
+    _, ensemble = restore_model(trained_mcnn_ens)
     features = np.random.default_rng(6).uniform(size=(4, 1280)).astype(np.float32)
     ids = ensemble.vectorizer(tf.constant(["a dog runs on the grass .", "two people sit at a table"]))
     total = ensemble.similarity(ensemble.encode_image(features), ensemble.encode_text(ids)).numpy()
     members = []
     for variant, member_dir in trained_mcnn_members.items():
-        _, member = inference.restore_model(member_dir)
+        _, member = restore_model(member_dir)
         members.append(member.similarity(member.encode_image(features), member.encode_text(ids)).numpy())
     np.testing.assert_allclose(total, sum(members), rtol=1e-5, atol=1e-5)
 

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import training
+from common.errors import InputError
 from data import pipeline, readers
-from data.errors import InputError
+from engine.train_step import make_optimizer, make_train_step
 from layers.capsule_mask_regularization import CapsuleMaskRegularization
 from models import registry
 from models.rcn import RecurrentCapsuleEncoder
@@ -135,8 +135,8 @@ def train_on_dev(name, overrides, steps, batch_size=32):
     vocabulary = ["<pad>", "<unk>", *sorted({w for c in split.captions[:500] for w in c.lower().split()})]
     keras.utils.set_random_seed(0)
     model = spec.build_model(config.model, vocabulary, split.images.shape[1])
-    optimizer = training.make_optimizer(config.train)
-    step = training.make_train_step(model, optimizer, tf.distribute.get_strategy(), config.train.grad_clip_norm)
+    optimizer = make_optimizer(config.train)
+    step = make_train_step(model, optimizer, tf.distribute.get_strategy(), config.train.grad_clip_norm)
     data = pipeline.tokenize_split(split, model.vectorizer)
     batches = pipeline.epoch_order(data, "all_captions", batch_size, seed=0, epoch=0)[:steps]
     results = [step(b) for b in pipeline.training_dataset(data, batches)]
@@ -188,7 +188,7 @@ def test_lambda_is_scaled_with_the_ranking_loss(hinge, reduction, scale):
     [regularizer] = model.losses
     expected = model.pair_loss(image_encodings, text_encodings, image_index) + scale * regularizer
     optimizer = keras.optimizers.SGD(0.0)
-    step = training.make_train_step(model, optimizer, tf.distribute.get_strategy())
+    step = make_train_step(model, optimizer, tf.distribute.get_strategy())
     loss = step({"image_features": images, "token_ids": token_ids, "image_index": image_index})["loss"]
     np.testing.assert_allclose(loss, expected, rtol=1e-5)
     assert float(model.layer_loss_scale(8)) == scale

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from layers.hinge_losses import MaxOfHinges, SumOfHinges
 from data.readers import load_precomp
+from layers.hinge_losses import MaxOfHinges, SumOfHinges
 from models import registry
 from tests.helpers import EMBEDDED_DATA
 from tests.models.test_registered_models import VOCABULARY, batch

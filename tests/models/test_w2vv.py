@@ -10,13 +10,14 @@ import pytest
 import tensorflow as tf
 
 import evaluate
-import inference
-from config import TrainConfig
+from common.config import TrainConfig
 from data import word_vectors
+from data.embedded import EMBEDDED_GLOVE_50D as GLOVE_50D
 from data.readers import load_precomp
+from engine import scoring
+from engine.train_step import make_optimizer
 from models import registry
-from models.w2vv import GLOVE_50D, num_training_words
-from training import make_optimizer
+from models.w2vv import num_training_words
 from tests.helpers import EMBEDDED_DATA
 from tests.models.test_vse import assert_packed_equals_padded, paper_batches
 
@@ -164,12 +165,12 @@ def test_retrieval_similarity_is_an_evaluation_time_option(trained_w2vv, tmp_pat
 
 
 def test_query_composition_adds_and_subtracts_predicted_visual_vectors(trained_w2vv):
-    scorer = inference.SavedModelScorer(trained_w2vv / "saved_model")
+    scorer = scoring.SavedModelScorer(trained_w2vv / "saved_model")
     image = load_precomp(EMBEDDED_DATA, "test").images[:2]
-    composed = inference.compose_query(scorer, image, add=["cat"], subtract=["dog"])
+    composed = scoring.compose_query(scorer, image, add=["cat"], subtract=["dog"])
     expected = image - scorer.encode_texts(["dog"]) + scorer.encode_texts(["cat"])
     np.testing.assert_allclose(composed, expected, atol=1e-6)
-    np.testing.assert_array_equal(inference.compose_query(scorer, image), image)
+    np.testing.assert_array_equal(scoring.compose_query(scorer, image), image)
 
 
 def test_gru_branch_computes_real_tokens_only_and_equals_the_padded_gru():

@@ -10,8 +10,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
 
 from data import word_vectors
+from data.embedded import EMBEDDED_GLOVE_50D as GLOVE_50D
 from models.fisher_vectors.mixtures import Mixture, em_step, fit_mixture, initial_mixture, weighted_median
-from models.w2vv import GLOVE_50D
 
 
 @pytest.fixture(scope="module")

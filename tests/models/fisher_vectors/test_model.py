@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import inference
 import train
 from data.tokenizer import tokenize_strings
 from models.fisher_vectors.mixtures import Mixture
+from models.restore import restore_model
 
 CAPTIONS = ["A dog runs through the grass .", "Two children play on a beach", "zzzq qqqz"]
 
@@ -33,7 +33,7 @@ def numpy_fisher_vector(layer, words):
 
 
 def test_saved_model_on_raw_strings_equals_the_numpy_reference(trained_fv):
-    _, model = inference.restore_model(trained_fv)
+    _, model = restore_model(trained_fv)
     loaded = tf.saved_model.load(str(trained_fv / "saved_model"))
     got = loaded.encode_text(tf.constant(CAPTIONS)).numpy()
     vocabulary = model.vectorizer.vocabulary
@@ -51,7 +51,7 @@ def test_saved_model_on_raw_strings_equals_the_numpy_reference(trained_fv):
 
 
 def test_words_without_a_vector_are_dropped_not_embedded(trained_fv):
-    _, model = inference.restore_model(trained_fv)
+    _, model = restore_model(trained_fv)
     encode = lambda texts: model.encode_text(model.vectorizer(tf.constant(texts))).numpy()  # noqa: E731
     np.testing.assert_allclose(encode(["a dog zzzq runs qqqz"]), encode(["a dog runs"]), atol=1e-6)
 

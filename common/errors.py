@@ -1,0 +1,67 @@
+"""The one exception type for bad user input (files, arguments, captions).
+
+Command-line entry points catch it and print its message as a single line
+before exiting with status 2, so every message must name the file or the
+argument at fault and say what is wrong with it.
+"""
+
+
+class InputError(Exception):
+    """A user-facing, one-line description of bad input."""
+
+
+def count(text, minimum=1):
+    """An argparse type: an integer of at least `minimum` (1 by default)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer; got {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be at least {minimum}; got {value}")
+    return value
+
+
+def count_or_zero(text):
+    """An argparse type: an integer of at least 0."""
+    return count(text, 0)
+
+
+def error_reason(error):
+    """The reason an exception gives, short: the first line, without
+    TensorFlow's node names and op tags, and for "<file>; <reason>" the
+    reason only (e.g. "File too large" from a failed checkpoint write)."""
+    import re
+
+    message = str(getattr(error, "message", None) or error).strip() or type(error).__name__
+    message = re.sub(r"\{\{[^}]*\}\}\s*|\s*\[Op:\w+\]", "", message).strip()
+    line = next((line for line in message.splitlines() if line.strip()), message)
+    return line.rsplit("; ", 1)[-1][:200]
+
+
+def run_command(body, args):
+    """Runs a command-line entry point's body and returns its exit status:
+    an `InputError` (bad input) or an `OSError` (the environment: a full
+    disk, a permission) becomes `error: <message>` on stderr and status 2.
+
+    `args.quiet` (when the command has `--quiet`) turns progress bars off;
+    log lines are routed around the bars so they do not break them."""
+    import logging
+    import sys
+
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    from common import progress
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    progress.set_quiet(getattr(args, "quiet", False))
+    try:
+        with logging_redirect_tqdm():
+            return body(args)
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # the environment: a full disk, permissions, a vanished file
+        print(f"error: {error.filename + ': ' if error.filename else ''}{error.strerror or error}", file=sys.stderr)
+        return 2

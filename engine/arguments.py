@@ -1,0 +1,37 @@
+"""The command-line arguments that choose a trained model and a split of
+data, shared by `evaluate.py` and the tools that score with a model."""
+
+from common.errors import InputError
+from data import splits
+from data.embedded import EMBEDDED_DATA
+
+
+def add_model_and_split_arguments(parser):
+    """The arguments that choose a trained model and a split of data (see
+    `load_model_and_split`)."""
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model-dir", help="a directory written by train.py (uses its best checkpoint)")
+    source.add_argument("--saved-model", help="a SavedModel exported by train.py")
+    parser.add_argument("--data", help="precomp data folder (default: the model's training data, else the embedded Flickr8k)")
+    parser.add_argument("--image-features", help="which {split}_<name>.npy holds the image features (default: the model's)")
+    parser.add_argument("--split", help="the split to use (default: the model's test split, else 'test')")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars (there are none when stderr is not a terminal)")
+
+
+def load_model_and_split(args, overrides=()):
+    """(scorer, split) of the arguments of `add_model_and_split_arguments`;
+    `overrides` are `--set` model settings (a model directory only)."""
+    from engine import scoring  # Imported here: it loads TensorFlow.
+
+    if args.model_dir:
+        scorer = scoring.CheckpointScorer.from_model_dir(args.model_dir, overrides)
+    elif overrides:
+        raise InputError("--set needs --model-dir: a SavedModel's settings are fixed")
+    else:
+        scorer = scoring.SavedModelScorer(args.saved_model)
+    data_root = args.data or scorer.data_path or EMBEDDED_DATA
+    image_features = args.image_features or scorer.image_features
+    split_name = args.split or scorer.test_split
+    split = splits.load_split(data_root, split_name, image_features)
+    splits.check_image_dim(split, scorer.image_dim, f"{data_root} ({split_name}, {image_features})")
+    return scorer, split

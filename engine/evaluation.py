@@ -1,0 +1,156 @@
+"""The evaluation protocol of the zoo: encode every image and every caption
+of a split once, score every pair once, block by block, rank in both
+directions, and turn the ranks into metrics (`common.metrics`).
+
+`evaluate(scorer, split)` is the one route: validation during training,
+the final test of a run and `evaluate.py` all call it, with a scorer of a
+checkpoint or of a SavedModel (`engine.scoring`).
+
+Protocols:
+  full     the whole split (Flickr8k/30k's 1K test; COCO's 5K test).
+  5fold1k  COCO's 1K protocol: the split cut into folds of 1000 images,
+           metrics averaged over the folds.
+"""
+
+import re
+
+import numpy as np
+import tensorflow as tf
+
+from common import metrics, progress
+from common.errors import InputError
+
+PROTOCOLS = ("full", "5fold1k")
+FOLD_IMAGES = 1000
+IMAGE_BLOCK = 128  # small enough for a progress bar of a pairwise model's long scoring
+CAPTION_BLOCK = 2048
+
+
+def rank_all(similarity, image_encodings, text_encodings, caption_image):
+    """Both directions' ranks and the images' average precisions.
+
+    The similarity matrix is computed once, one block of images at a time
+    (a pairwise model's `similarity` runs a network on every pair: scoring
+    it again for the other direction would double the cost); image->text
+    ranks are taken from each block, text->image ranks from the assembled
+    matrix, one block of captions at a time. Memory: the n_images x
+    n_captions matrix (20 MB for a 1K test, 500 MB for COCO's 5K x 25K) plus
+    one block.
+
+    Args:
+      similarity: `(image_encodings, text_encodings) -> [n_i, n_t]` array.
+      image_encodings, text_encodings: encodings of a whole split (or fold).
+      caption_image: int [n_captions].
+    """
+    n_images, n_captions = len(image_encodings), len(text_encodings)
+    sims = None
+    i2t, i2t_ap = [], []
+    for a in progress.bar(range(0, n_images, IMAGE_BLOCK), desc=f"scoring {IMAGE_BLOCK}-image blocks", unit="block"):
+        block = np.asarray(similarity(image_encodings[a : a + IMAGE_BLOCK], text_encodings))
+        if sims is None:
+            sims = np.empty((n_images, n_captions), block.dtype)
+        sims[a : a + len(block)] = block
+        rows = np.arange(a, a + len(block))
+        i2t.append(metrics.image_annotation_ranks(block, caption_image, rows))
+        i2t_ap.append(metrics.image_annotation_average_precision(block, caption_image, rows))
+    t2i = [
+        metrics.image_retrieval_ranks(sims[:, a : a + CAPTION_BLOCK], caption_image[a : a + CAPTION_BLOCK])
+        for a in range(0, n_captions, CAPTION_BLOCK)
+    ]
+    return np.concatenate(i2t), np.concatenate(t2i), np.concatenate(i2t_ap)
+
+
+def sentence_similarity_mean_rank(similarity, text_encodings, caption_image):
+    """Mean rank of the sentence-similarity task (Klein et al. 2015): each
+    caption against all others under the model's own similarity, blocks of
+    query captions at a time."""
+    ranks = [
+        metrics.sentence_similarity_ranks(
+            similarity(text_encodings[a : a + CAPTION_BLOCK], text_encodings), caption_image,
+            np.arange(a, min(a + CAPTION_BLOCK, len(text_encodings))),
+        )
+        for a in range(0, len(text_encodings), CAPTION_BLOCK)
+    ]
+    return float(np.mean(np.concatenate(ranks)))
+
+
+def evaluate_encodings(similarity, image_encodings, text_encodings, caption_image, protocol="full",
+                       sentence_similarity=True):
+    """The metric dictionary of encoded images and captions under a protocol.
+
+    With `sentence_similarity` (for a model whose images and captions share
+    one space, `RetrievalModel.joint_space`: every model but the pairwise
+    m-CNN), also `t2t_meanr`, the mean rank of the sentence-similarity task
+    under the model's own similarity.
+    """
+    caption_image = np.asarray(caption_image)
+    if protocol == "full":
+        result = metrics.metrics_from_ranks(*rank_all(similarity, image_encodings, text_encodings, caption_image))
+        if sentence_similarity:
+            result["t2t_meanr"] = sentence_similarity_mean_rank(similarity, text_encodings, caption_image)
+        return result
+    if protocol != "5fold1k":
+        raise InputError(f"--protocol {protocol!r}: choose one of {', '.join(PROTOCOLS)}")
+    n_images = len(image_encodings)
+    if n_images < 2 * FOLD_IMAGES or n_images % FOLD_IMAGES:
+        raise InputError(
+            f"--protocol 5fold1k needs a multiple of {FOLD_IMAGES} images (at least two folds); the split has {n_images}"
+        )
+    results = []
+    for start in range(0, n_images, FOLD_IMAGES):
+        in_fold = (caption_image >= start) & (caption_image < start + FOLD_IMAGES)
+        fold_texts, fold_captions = text_encodings[in_fold], caption_image[in_fold] - start
+        ranks = rank_all(similarity, image_encodings[start : start + FOLD_IMAGES], fold_texts, fold_captions)
+        results.append(metrics.metrics_from_ranks(*ranks))
+        if sentence_similarity:
+            results[-1]["t2t_meanr"] = sentence_similarity_mean_rank(similarity, fold_texts, fold_captions)
+    return metrics.average_metrics(results)
+
+
+def format_table(result):
+    """A two-row text table of the metrics, as the papers print them."""
+    header = f"{'':6}{'R@1':>8}{'R@5':>8}{'R@10':>8}{'medr':>8}{'meanr':>8}"
+    rows = [header]
+    for direction, label in (("i2t", "i2t"), ("t2i", "t2i")):
+        values = "".join(
+            f"{result[f'{direction}_{name}']:8.1f}" for name in ("r1", "r5", "r10", "medr", "meanr")
+        )
+        rows.append(f"{label:6}{values}")
+    rows.append(f"rsum {result['rsum']:.1f}   i2t mAP {result['i2t_map']:.3f}   i2t MIR {result['i2t_mir']:.3f}"
+                + (f"   sentence similarity mean rank {result['t2t_meanr']:.1f}" if "t2t_meanr" in result else ""))
+    return "\n".join(rows)
+
+
+def encode_split(scorer, split, batch_size=256):
+    """(image encodings, text encodings) of a loaded `RetrievalSplit`."""
+    try:
+        return scorer.encode_images(split.images, batch_size), scorer.encode_texts(split.captions, batch_size)
+    except tf.errors.InvalidArgumentError as error:
+        raise InputError(f"{split.captions_file}: {first_line(error)}") from None
+
+
+def evaluate(scorer, split, protocol="full", batch_size=256, encodings=None, sentence_similarity=None):
+    """The metrics of a loaded `RetrievalSplit` under `scorer` (a scorer of
+    `engine.scoring`), from its `encodings` when given.
+
+    `sentence_similarity` (default: whether the scorer's model has a joint
+    space) adds the sentence-similarity mean rank; validation leaves it out
+    (it needs only the selection metric).
+    """
+    image_encodings, text_encodings = encodings or encode_split(scorer, split, batch_size)
+    if sentence_similarity is None:
+        sentence_similarity = scorer.joint_space
+    return evaluate_encodings(
+        scorer.similarity, image_encodings, text_encodings, split.caption_image, protocol, sentence_similarity
+    )
+
+
+def first_line(error):
+    """The message of a TensorFlow error without its graph traceback: the
+    text of a failed assertion (e.g. "empty caption: ..."), else the first
+    line."""
+    message = getattr(error, "message", str(error))
+    assertion = re.search(r"assertion failed: \[([^\]]*)\]", message)
+    if assertion:
+        return assertion.group(1).strip()
+    return next(line for line in message.strip().splitlines() if line.strip())

@@ -1,0 +1,99 @@
+"""SavedModel export with the zoo's common serving signatures.
+
+Every model exports the same four functions (also available as signatures):
+
+- `encode_text(text: string[None]) -> float32[None, D]`
+- `encode_image(image_features: float32[None, F]) -> float32[None, D]`
+- `score(image_features: float32[None, F], text: string[None])
+   -> float32[None, None]`: the similarity of every image with every text,
+   in the model's own similarity (the only correct comparison for models
+   whose similarity is not a dot product);
+- `similarity(image_encodings, text_encodings) -> float32[None, None]`: the
+   same on encodings already computed, for scoring large collections block
+   by block.
+
+Texts are raw strings: the vocabulary and the tokenizer are in the graph.
+An empty caption, or one longer than the model accepts, fails the call with
+an InvalidArgumentError that says so.
+"""
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import tensorflow as tf
+
+from common.errors import InputError, error_reason
+
+SIGNATURES = ("encode_text", "encode_image", "score", "similarity")
+
+
+class ServingModule(tf.Module):
+    """The functions a SavedModel of the zoo offers, around a trained model."""
+
+    def __init__(self, model, image_dim):
+        super().__init__()
+        self.model = model
+        image_spec = tf.TensorSpec([None, image_dim], tf.float32, name="image_features")
+        text_spec = tf.TensorSpec([None], tf.string, name="text")
+        # Every variable of the model, tracked by the module itself: Keras'
+        # GRU with dropout holds a seed-generator variable that the object
+        # graph does not reach, and an untracked capture fails the export.
+        self.model_variables = list(model.variables)
+        # Whether encodings of one side can be compared with each other
+        # (`RetrievalModel.joint_space`).
+        self.joint_space = tf.Variable(model.joint_space, trainable=False, name="joint_space")
+        image_encoding = model.encode_image(tf.zeros([1, image_dim]))
+        text_encoding = model.encode_text(tf.ones([1, 1], tf.int32))
+        self.encode_text = tf.function(self._encode_text, input_signature=[text_spec])
+        self.encode_image = tf.function(self._encode_image, input_signature=[image_spec])
+        self.score = tf.function(self._score, input_signature=[image_spec, text_spec])
+        self.similarity = tf.function(
+            self._similarity,
+            input_signature=[
+                tf.TensorSpec([None, *image_encoding.shape[1:]], tf.float32, name="image_encodings"),
+                tf.TensorSpec([None, *text_encoding.shape[1:]], tf.float32, name="text_encodings"),
+            ],
+        )
+
+    def _encode_text(self, text):
+        return self.model.encode_text(self.model.vectorizer(text))
+
+    def _encode_image(self, image_features):
+        return self.model.encode_image(image_features)
+
+    def _score(self, image_features, text):
+        return self._similarity(self._encode_image(image_features), self._encode_text(text))
+
+    def _similarity(self, image_encodings, text_encodings):
+        return self.model.similarity(image_encodings, text_encodings)
+
+
+def export_saved_model(model, image_dim, path):
+    """Writes a SavedModel to `path`, replacing any previous one only once
+    the new one is complete (an interrupted export leaves the old intact)."""
+    path = Path(path)
+    module = ServingModule(model, image_dim)
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        try:
+            tf.saved_model.save(
+                module,
+                str(staging),
+                signatures={name: getattr(module, name) for name in SIGNATURES},
+                # For inference: written-out gradients (`PackedGRU`'s) stay out.
+                options=tf.saved_model.SaveOptions(experimental_custom_gradients=False),
+            )
+        except (OSError, tf.errors.OpError) as error:  # a full disk, a quota
+            raise InputError(f"{path}: the SavedModel cannot be written ({error_reason(error)}); "
+                             "any previous export is unchanged") from None
+        if path.exists():
+            retired = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
+            path.rename(retired / path.name)
+            staging.rename(path)
+            shutil.rmtree(retired)
+        else:
+            staging.rename(path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return path

@@ -1,0 +1,106 @@
+"""The joint space of images and captions for TensorBoard's projector.
+
+`write_projector(directory, ...)` writes one embedding tensor holding the
+split's images then its captions (a checkpoint), `metadata.tsv` with the
+modality, image file name and caption text of every row, optionally an
+image sprite, and `projector_config.pbtxt` tying them together, so that
+
+    tensorboard --logdir DIRECTORY
+
+shows the joint space in the "Projector" tab (PCA, t-SNE, UMAP; colour or
+search by modality, image or caption).
+"""
+
+import math
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from common.errors import InputError
+
+TENSOR_NAME = "joint_space/.ATTRIBUTES/VARIABLE_VALUE"
+CONFIG_FILE = "projector_config.pbtxt"
+SPRITE_TILE = 48  # pixels; the sprite of 6,000 points is then 3,744 pixels wide
+
+
+def check_directory(directory):
+    """Fails unless `directory` can receive a projector: missing, empty, or
+    written by `write_projector` before (it is then replaced)."""
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise InputError(f"--projector {directory} is a file, not a directory")
+    if directory.is_dir() and any(directory.iterdir()) and not (directory / CONFIG_FILE).is_file():
+        raise InputError(
+            f"--projector {directory} is a non-empty directory without a projector; choose a new or empty one"
+        )
+    if not directory.parent.is_dir():
+        raise InputError(f"--projector {directory}: the directory {directory.parent} does not exist")
+
+
+def write_projector(directory, image_encodings, text_encodings, split, images_dir=None):
+    """Writes the projector files for the encodings of `split`.
+
+    Args:
+      directory: where to write (see `check_directory`); replaced as a whole
+        once the new files are complete.
+      image_encodings: float [n_images, D].
+      text_encodings: float [n_captions, D], the same space.
+      split: the `data.readers.RetrievalSplit` encoded.
+      images_dir: optional folder of the split's images by file name, for
+        the sprite; caption points get a blank tile.
+    """
+    import tensorflow as tf
+    from tensorboard.plugins import projector
+
+    directory = Path(directory)
+    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    try:
+        embedding = np.concatenate([image_encodings, text_encodings]).astype(np.float32)
+        # save(), not write(): the "checkpoint" state file (relative paths)
+        # is how the projector finds the tensor in its log directory.
+        tf.train.Checkpoint(joint_space=tf.Variable(embedding)).save(str(staging / "embedding"))
+        rows = ["modality\timage\tcaption"]
+        rows += [f"image\t{name}\t" for name in split.image_ids]
+        rows += [f"caption\t{split.image_ids[image]}\t{_tsv(caption)}"
+                 for caption, image in zip(split.captions, split.caption_image)]
+        (staging / "metadata.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+        config = projector.ProjectorConfig()
+        entry = config.embeddings.add()
+        entry.tensor_name = TENSOR_NAME
+        entry.metadata_path = "metadata.tsv"
+        if images_dir is not None:
+            _write_sprite(staging / "sprite.png", split.image_ids, len(split.captions), Path(images_dir))
+            entry.sprite.image_path = "sprite.png"
+            entry.sprite.single_image_dim.extend([SPRITE_TILE, SPRITE_TILE])
+        projector.visualize_embeddings(str(staging), config)
+        if directory.exists():
+            shutil.rmtree(directory)
+        staging.rename(directory)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _tsv(text):
+    return " ".join(text.split())  # no tabs or newlines inside a field
+
+
+def _write_sprite(path, image_ids, blank_tiles, images_dir):
+    """One SPRITE_TILE-square tile per point, row-major in a square grid:
+    the images, then a blank tile per caption."""
+    import tensorflow as tf
+
+    tiles = len(image_ids) + blank_tiles
+    side = math.ceil(math.sqrt(tiles))
+    sprite = np.full((side * SPRITE_TILE, side * SPRITE_TILE, 3), 235, np.uint8)
+    for index, name in enumerate(image_ids):
+        try:
+            image = tf.io.decode_image(tf.io.read_file(str(images_dir / name)), channels=3, expand_animations=False)
+        except tf.errors.OpError as error:
+            raise InputError(f"{images_dir / name}: not a readable image ({str(error).splitlines()[0]})") from None
+        tile = tf.image.resize(image, (SPRITE_TILE, SPRITE_TILE), antialias=True)
+        row, column = divmod(index, side)
+        sprite[row * SPRITE_TILE:(row + 1) * SPRITE_TILE, column * SPRITE_TILE:(column + 1) * SPRITE_TILE] = (
+            np.clip(tile.numpy(), 0, 255).astype(np.uint8))
+    Path(path).write_bytes(tf.io.encode_png(sprite).numpy())

@@ -1,0 +1,67 @@
+"""How a run uses the machine (`common.config.RuntimeConfig`): the
+tf.distribute strategy, the Keras dtype policy of mixed precision, and
+which worker of a cluster writes the run's files."""
+
+import contextlib
+import os
+
+import keras
+import tensorflow as tf
+
+from common.errors import InputError
+
+STRATEGIES = ("auto", "default", "mirrored", "multiworker")
+
+# `RuntimeConfig.mixed_precision` -> Keras dtype policy.
+DTYPE_POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+
+def resolve_strategy(name):
+    """The strategy name that "auto" stands for on this machine: "mirrored"
+    over all GPUs when more than one is visible, else "default"; any other
+    name is itself."""
+    if name == "auto":
+        return "mirrored" if len(tf.config.list_logical_devices("GPU")) > 1 else "default"
+    return name
+
+
+def make_strategy(name):
+    """The tf.distribute strategy of `RuntimeConfig.strategy` (`--strategy`):
+    "default" (single device), "mirrored" (all local GPUs), "multiworker"
+    (the cluster from the TF_CONFIG environment variable) or "auto" (see
+    `resolve_strategy`)."""
+    name = resolve_strategy(name)
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multiworker":
+        if "TF_CONFIG" not in os.environ:
+            raise InputError("--strategy multiworker: set TF_CONFIG to describe the cluster")
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    raise InputError(f"--strategy {name!r}: choose one of {', '.join(STRATEGIES)}")
+
+
+@contextlib.contextmanager
+def dtype_policy(mixed_precision):
+    """Layers created inside take the Keras dtype policy of
+    `RuntimeConfig.mixed_precision`; the previous global policy is restored
+    on leaving."""
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(DTYPE_POLICIES[mixed_precision])
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+def is_chief(strategy):
+    """Whether this process is the chief of its cluster (the one that writes
+    the run's files); True outside a cluster."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return True
+    return resolver.task_type in (None, "chief") or (
+        resolver.task_type == "worker" and resolver.task_id == 0
+        and "chief" not in resolver.cluster_spec().as_dict()
+    )

@@ -1,0 +1,111 @@
+"""Scoring with a trained model: from a training checkpoint or a SavedModel.
+
+Both scorers offer the same three operations (encode images, encode
+captions, similarity of encodings), so `engine.evaluation.evaluate` runs
+one protocol for both and a checkpoint and its export give the same
+numbers.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from common import progress
+from common.errors import InputError
+from models.restore import restore_model
+
+
+class CheckpointScorer:
+    """Scores with the Keras model of a model directory's best checkpoint."""
+
+    def __init__(self, model, image_dim, data_path=None, image_features="ims", test_split="test"):
+        self.model = model
+        self.image_dim = image_dim
+        self.data_path = data_path
+        self.image_features = image_features
+        self.test_split = test_split
+        self.joint_space = model.joint_space
+        self._encode_text = tf.function(
+            lambda text: model.encode_text(model.vectorizer(text)), reduce_retracing=True
+        )
+        self._encode_image = tf.function(model.encode_image, reduce_retracing=True)
+        self._similarity = tf.function(model.similarity, reduce_retracing=True)
+
+    @classmethod
+    def from_model_dir(cls, model_dir, overrides=()):
+        config, model = restore_model(model_dir, overrides)
+        return cls(model, config.image_dim, config.data.path, config.data.image_features, config.data.test_split)
+
+    def encode_images(self, features, batch_size=256):
+        return _batched(self._encode_image, features, batch_size)
+
+    def encode_texts(self, captions, batch_size=256):
+        return _encode_texts(self._encode_text, captions, batch_size)
+
+    def similarity(self, image_encodings, text_encodings):
+        return self._similarity(image_encodings, text_encodings).numpy()
+
+
+class SavedModelScorer:
+    """Scores with a SavedModel exported by `engine.export.export_saved_model`."""
+
+    def __init__(self, path):
+        try:
+            self.loaded = tf.saved_model.load(str(path))
+        except (OSError, ValueError) as error:
+            raise InputError(f"{path}: not a readable SavedModel ({str(error).splitlines()[0]})") from None
+        self.image_dim = self.loaded.encode_image.input_signature[0].shape[1]
+        self.joint_space = bool(self.loaded.joint_space.numpy())
+        self.data_path = None
+        self.image_features = "ims"
+        self.test_split = "test"
+
+    def encode_images(self, features, batch_size=256):
+        return _batched(self.loaded.encode_image, features, batch_size)
+
+    def encode_texts(self, captions, batch_size=256):
+        return _encode_texts(self.loaded.encode_text, captions, batch_size)
+
+    def similarity(self, image_encodings, text_encodings):
+        return self.loaded.similarity(image_encodings, text_encodings).numpy()
+
+
+def _encode_texts(function, captions, batch_size):
+    """Encodes captions in batches of similar length (less padding to run
+    through a recurrent encoder), returning them in the original order."""
+    order = np.argsort([len(c.split()) for c in captions], kind="stable")
+    encodings = _batched(function, np.asarray(captions, dtype=object)[order], batch_size, "caption")
+    return encodings[np.argsort(order)]
+
+
+def _batched(function, items, batch_size, unit="image"):
+    encodings = []
+    with progress.bar(total=len(items), desc=f"encoding {unit}s", unit=unit) as bar:
+        for a in range(0, len(items), batch_size):
+            encodings.append(function(tf.constant(items[a : a + batch_size])).numpy())
+            bar.update(len(encodings[-1]))
+    return np.concatenate(encodings)
+
+
+def compose_query(scorer, image_features, add=(), subtract=()):
+    """Multi-modal query composition (Dong et al. 2018, Sec. IV-C, Fig. 5):
+    an image's encoding minus the encodings of the `subtract` texts plus
+    those of the `add` texts, e.g. phi(image) - r("dog") + r("cat").
+
+    Args:
+      scorer: a `CheckpointScorer` or `SavedModelScorer`.
+      image_features: float [N, F].
+      add, subtract: texts (words or sentences).
+
+    Returns:
+      float32 [N, D] composed queries. Score them against captions with
+      `scorer.similarity(composed, scorer.encode_texts(captions))` or
+      against images with `scorer.similarity(scorer.encode_images(images),
+      composed)`. Meaningful for models whose images and texts share one
+      space (Word2VisualVec's visual space, a VSE joint space), not for a
+      pairwise model.
+    """
+    composed = scorer.encode_images(np.asarray(image_features, np.float32))
+    for texts, sign in ((add, 1.0), (subtract, -1.0)):
+        if len(texts):
+            composed = composed + sign * scorer.encode_texts(list(texts)).sum(axis=0)
+    return composed

@@ -1,0 +1,79 @@
+"""A trained run's model back from its directory: the experiment config
+(`config.json`), the vocabulary (`vocab.json`) and the best checkpoint
+(`best/`), as `train.py` writes them."""
+
+from pathlib import Path
+
+import tensorflow as tf
+
+from common.config import ExperimentConfig, apply_overrides, experiment_from_json
+from common.errors import InputError, error_reason
+from common.files import read_text
+from data.vocabulary import Vocabulary
+from models import registry
+
+BEST_DIR = "best"
+
+
+def load_experiment(model_dir):
+    """Reads `<model_dir>/config.json` back into an `ExperimentConfig`."""
+    path = Path(model_dir) / "config.json"
+    if not path.exists():
+        raise InputError(f"{path}: no config.json; is this a model directory written by train.py?")
+
+    def defaults(model_name, preset):
+        spec = registry.get(model_name)
+        return ExperimentConfig(model_name=model_name, preset=preset, model=spec.config_class(),
+                                train=type(spec.train)(), data=type(spec.data)())
+
+    return experiment_from_json(read_text(path), defaults, path)
+
+
+def restore_model(model_dir, overrides=()):
+    """Rebuilds a model directory's model and loads its best weights.
+
+    Args:
+      model_dir: a directory written by train.py.
+      overrides: `model.KEY=VALUE` changes to the model config that leave
+        its weights valid (e.g. the similarity used for retrieval).
+
+    Returns:
+      (ExperimentConfig, RetrievalModel).
+    """
+    model_dir = Path(model_dir)
+    config = load_experiment(model_dir)
+    if any(not item.startswith("model.") for item in overrides):
+        raise InputError(f"--set {list(overrides)}: only model.KEY=VALUE settings apply to a trained model")
+    config = apply_overrides(config, overrides)
+    vocabulary = Vocabulary.load(model_dir / "vocab.json")
+    spec = registry.get(config.model_name)
+    model = spec.build_model(config.model, vocabulary, config.image_dim)
+    best = tf.train.latest_checkpoint(str(model_dir / BEST_DIR))
+    if best is None:
+        raise InputError(f"{model_dir / BEST_DIR}: no checkpoint; has this model been validated once?")
+    try:
+        # Strict: every weight of the model must come from the checkpoint
+        # (a setting that changes the weights, such as another layer size,
+        # must not leave some of them at their initial values).
+        status = restore_checkpoint(tf.train.Checkpoint(model=model), best,
+                                    "the model's best weights are lost: train it again")
+        status.expect_partial()  # silences the warning about the checkpoint's own save counter
+        status.assert_existing_objects_matched()
+    except (AssertionError, ValueError) as error:
+        # The half-restored model is discarded with this error; TF would
+        # log warnings about its unrestored values when it is collected.
+        tf.get_logger().setLevel("ERROR")
+        reason = str(error).strip().splitlines()[-1][:300]
+        raise InputError(f"{best}: the checkpoint does not fit the model configured in {model_dir / 'config.json'}"
+                         f"{' with ' + ' '.join(overrides) if overrides else ''} ({reason})") from None
+    return config, model
+
+
+def restore_checkpoint(checkpoint, path, advice=None):
+    """`checkpoint.restore(path)`; a damaged checkpoint (a truncated or
+    overwritten file) is an `InputError` naming it and giving `advice`, not
+    TensorFlow's IndexError or OpError."""
+    try:
+        return checkpoint.restore(path)
+    except (IndexError, tf.errors.OpError) as error:
+        raise InputError(f"{path}: damaged checkpoint ({error_reason(error)}){'; ' + advice if advice else ''}") from None

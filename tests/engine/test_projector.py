@@ -1,0 +1,83 @@
+"""`evaluate.py --projector`: the joint space in TensorBoard's projector,
+read back through the projector plugin's own HTTP routes."""
+
+import numpy as np
+import pytest
+
+import evaluate
+from tests.helpers import EMBEDDED_IMAGES as IMAGES
+
+
+def projector_client(logdir):
+    from tensorboard.backend.event_processing import plugin_event_multiplexer
+    from tensorboard.plugins import base_plugin
+    from tensorboard.plugins.projector import projector_plugin
+    from werkzeug import Request, test
+
+    multiplexer = plugin_event_multiplexer.EventMultiplexer()
+    multiplexer.AddRunsFromDirectory(str(logdir))
+    multiplexer.Reload()
+    apps = projector_plugin.ProjectorPlugin(base_plugin.TBContext(logdir=str(logdir), multiplexer=multiplexer)) \
+        .get_plugin_apps()
+    return test.Client(lambda environ, start: apps[Request(environ).path](environ, start))
+
+
+def test_projector_holds_the_encodings_metadata_and_sprite(trained, sample_data, tmp_path, capsys):
+    import tensorflow as tf
+
+    from data import splits
+    from engine import scoring
+
+    logdir = tmp_path / "projector"
+    argv = ["--model-dir", str(trained), "--data", str(sample_data), "--projector", str(logdir), "--images", str(IMAGES)]
+    assert evaluate.main(argv) == 0
+    capsys.readouterr()
+    # Written twice: a directory written by --projector is replaced.
+    assert evaluate.main(argv) == 0 and "projector: tensorboard --logdir" in capsys.readouterr().err
+
+    client = projector_client(logdir)
+    assert client.get("/runs").json == ["."]
+    [info] = client.get("/info?run=.").json["embeddings"]
+    name = info["tensorName"]
+    assert info["tensorShape"] == [48, 32] and info["sprite"]["singleImageDim"] == [48, 48]
+    split = splits.load_split(sample_data, "test", "ims")
+    scorer = scoring.CheckpointScorer.from_model_dir(trained)
+    expected = np.concatenate([scorer.encode_images(split.images), scorer.encode_texts(split.captions)])
+    tensor = np.frombuffer(client.get(f"/tensor?run=.&name={name}").get_data(), np.float32).reshape(48, 32)
+    np.testing.assert_allclose(tensor, expected, rtol=1e-5, atol=1e-6)
+    rows = client.get(f"/metadata?run=.&name={name}").get_data(as_text=True).splitlines()
+    assert rows[0] == "modality\timage\tcaption" and len(rows) == 49
+    assert rows[1] == f"image\t{split.image_ids[0]}\t"
+    assert rows[9] == f"caption\t{split.image_ids[0]}\t{split.captions[0]}"
+    sprite = tf.io.decode_png(client.get(f"/sprite_image?run=.&name={name}").get_data()).numpy()
+    assert sprite.shape == (7 * 48, 7 * 48, 3)  # ceil(sqrt(48)) = 7 tiles a side
+    first = tf.image.resize(tf.io.decode_jpeg(tf.io.read_file(str(IMAGES / split.image_ids[0]))), (48, 48),
+                            antialias=True).numpy()
+    np.testing.assert_allclose(sprite[:48, :48], np.clip(first, 0, 255).astype(np.uint8), atol=1)
+    assert np.all(sprite[-48:, -48:] == 235)  # a caption's blank tile
+
+
+def test_pairwise_model_skips_the_projector(trained_mcnn_st, tmp_path, capsys):
+    logdir = tmp_path / "projector"
+    assert evaluate.main(["--model-dir", str(trained_mcnn_st), "--projector", str(logdir)]) == 0
+    assert "--projector skipped" in capsys.readouterr().err and not logdir.exists()
+
+
+@pytest.mark.parametrize("make, extra, message", [
+    (lambda p: p.write_text("x"), [], "is a file"),
+    (lambda p: (p.mkdir(), (p / "other.txt").write_text("x")), [], "non-empty directory without a projector"),
+    (lambda p: None, ["--images", "/nonexistent"], "not a directory"),
+])
+def test_bad_projector_arguments_fail_before_any_work(trained, tmp_path, capsys, make, extra, message):
+    logdir = tmp_path / "projector"
+    make(logdir)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert evaluate.main(["--model-dir", str(trained), "--projector", str(logdir), *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and message in err[-1]
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+def test_images_need_the_projector(trained, capsys):
+    assert evaluate.main(["--model-dir", str(trained), "--images", str(IMAGES)]) == 2
+    assert "add --projector" in capsys.readouterr().err

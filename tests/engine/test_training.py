@@ -1,0 +1,234 @@
+"""The trainer's training step and phases (a curriculum such as Vilalta et al.'s PH)."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import train
+from common.config import TrainConfig
+from common.errors import InputError
+from common.metrics import METRIC_NAMES
+from engine import runtime, training
+from engine.train_step import make_optimizer, make_train_step
+from layers.hinge_losses import MaxOfHinges, SumOfHinges
+from tests.conftest import TINY
+from tests.models.test_registered_models import batch, tiny_model
+
+# Dev rsums the patched validation reports, in order (then 9 forever):
+# phase 0 improves twice, then fails once (phase_patience=1), so phase 1
+# must start after the third validation from the weights of the second.
+SCRIPTED_RSUM = [10.0, 12.0, 11.0, 13.0, 14.0]
+
+
+@pytest.fixture
+def scripted_run(monkeypatch, tmp_path):
+    events = []
+
+    def validate_metrics(loop):
+        done = len([e for e in events if e[0] == "validate"])
+        rsum = SCRIPTED_RSUM[done] if done < len(SCRIPTED_RSUM) else 9.0
+        events.append(("validate", rsum, int(loop.state.phase), type(loop.model.hinge),
+                       [w.copy() for w in loop.model.get_weights()]))
+        return {**dict.fromkeys(METRIC_NAMES, 0.0), "rsum": rsum}
+
+    original_next_phase = training._Loop._next_phase
+
+    def next_phase(loop):
+        original_next_phase(loop)
+        events.append(("phase", int(loop.state.phase), int(loop.state.epoch), type(loop.model.hinge),
+                       [w.copy() for w in loop.model.get_weights()], float(loop.optimizer.learning_rate)))
+
+    monkeypatch.setattr(training._Loop, "validate_metrics", validate_metrics)
+    monkeypatch.setattr(training._Loop, "_next_phase", next_phase)
+    model_dir = tmp_path / "run"
+    argv = ["--model", "gru", "--preset", "quick", "--model-dir", str(model_dir), *TINY,
+            "--set", "model.hinge=sum-max", "--set", "train.phase_patience=1",
+            "--set", "train.phase_learning_rates=[0.0005]", "--set", "train.epochs=2"]
+    assert train.main(argv) == 0
+    return events, model_dir
+
+
+def test_phase_two_starts_after_patience_from_the_best_weights(scripted_run):
+    events, _ = scripted_run
+    validations = [e for e in events if e[0] == "validate"]
+    [phase] = [e for e in events if e[0] == "phase"]
+    # Three validations in phase 0 (the third did not improve), the rest in 1.
+    assert [v[2] for v in validations[:3]] == [0, 0, 0] and all(v[2] == 1 for v in validations[3:])
+    assert all(v[3] is SumOfHinges for v in validations[:3]) and all(v[3] is MaxOfHinges for v in validations[3:])
+    _, number, epoch, hinge, weights, learning_rate = phase
+    # Phase 0 ended mid-epoch 0 (at step 21 of 25): phase 1 starts epoch 1.
+    assert (number, epoch) == (1, 1) and hinge is MaxOfHinges and learning_rate == pytest.approx(0.0005)
+    best_of_phase_0 = validations[1][4]
+    for got, want in zip(weights, best_of_phase_0):
+        np.testing.assert_array_equal(got, want)
+    # Phase 1 then runs its own 2 epochs of 25 steps, validating every 7
+    # global steps and at epoch ends: steps 28, 35, 42, 46, 49, 56, 63, 70, 71.
+    assert len(validations) == 3 + 9
+
+
+def test_phases_are_logged_to_tensorboard(scripted_run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _, model_dir = scripted_run
+    accumulator = EventAccumulator(str(model_dir / "logs" / "train"), size_guidance={"tensors": 0})
+    accumulator.Reload()
+    phases = {int(np.asarray(training_tensor_value(e))) for e in accumulator.Tensors("phase")}
+    assert phases == {0, 1}
+
+
+def training_tensor_value(event):
+    import tensorflow as tf
+
+    return tf.make_ndarray(event.tensor_proto)
+
+
+def test_the_selection_metric_picks_the_best_checkpoint(monkeypatch, tmp_path):
+    # rsum and i2t_map disagree on the best validation: with
+    # selection_metric=i2t_map the checkpoint of the 2nd validation is kept.
+    scripted = [(50.0, 0.1), (40.0, 0.3), (60.0, 0.2)]
+    seen = []
+
+    def validate_metrics(loop):
+        rsum, i2t_map = scripted[min(len(seen), 2)]
+        seen.append(int(loop.state.global_step))
+        return {**dict.fromkeys(METRIC_NAMES, 0.0), "rsum": rsum, "i2t_map": i2t_map}
+
+    monkeypatch.setattr(training._Loop, "validate_metrics", validate_metrics)
+    model_dir = tmp_path / "run"
+    argv = ["--model", "gru", "--preset", "quick", "--model-dir", str(model_dir), *TINY,
+            "--set", "train.epochs=1", "--set", "train.selection_metric=i2t_map"]
+    assert train.main(argv) == 0
+    assert (model_dir / "best" / f"ckpt-{seen[1]}.index").exists()
+    assert json.loads((model_dir / "results.json").read_text())["dev"]["i2t_map"] == 0.3
+
+
+def test_phase_learning_rates_must_match_the_phases(tmp_path, capsys):
+    argv = ["--model", "gru", "--preset", "quick", "--model-dir", str(tmp_path / "run"), *TINY,
+            "--set", "train.phase_learning_rates=[0.1]"]
+    assert train.main(argv) == 2
+    assert "train.phase_learning_rates needs 0 value(s)" in capsys.readouterr().err
+
+
+def test_unknown_phase_hinge_is_an_input_error():
+    from models import registry
+
+    with pytest.raises(InputError, match="sum-max"):
+        registry.get("gru").experiment("paper", ["model.hinge=sum-maxx"])
+
+
+def test_poe_on_full_network_embeddings_end_to_end(tmp_path):
+    """The order-embedding curriculum on real per-layer features: FNE
+    statistics from the training images, both phases, the export."""
+    import json
+
+    import tensorflow as tf
+
+    from data import readers
+    from tests.helpers import shared_data
+
+    data = shared_data("f8k_precomp")
+    model_dir = tmp_path / "poe"
+    argv = ["--model", "poe", "--preset", "quick", "--data", str(data), "--image-features", "fne",
+            "--model-dir", str(model_dir), *TINY, "--set", "train.epochs=1", "--set", "train.phase_patience=1"]
+    assert train.main(argv) == 0
+    config = json.loads((model_dir / "config.json").read_text())
+    assert (config["model"]["image_input"], config["data"]["image_features"], config["image_dim"]) == ("fne", "stages", 3120)
+    train_features = readers.load_precomp(data, "train", "stages").images[:160].astype(np.float64)
+    checkpoint = tf.train.load_checkpoint(str(model_dir / "checkpoints"))
+    assert checkpoint.get_tensor("state/phase/.ATTRIBUTES/VARIABLE_VALUE") == 1
+    [mean_key] = [k for k in checkpoint.get_variable_to_shape_map() if "image_input/mean" in k]
+    np.testing.assert_allclose(checkpoint.get_tensor(mean_key), train_features.mean(axis=0), rtol=1e-4, atol=1e-4)
+    # The export applies them to raw per-layer features.
+    loaded = tf.saved_model.load(str(model_dir / "saved_model"))
+    test_features = readers.load_precomp(data, "test", "stages").images[:4].astype(np.float32)
+    assert loaded.encode_image(test_features).shape == (4, 32)  # TINY embed_dim
+
+
+def test_train_step_reports_the_gradient_norm_before_clipping():
+    model = tiny_model("gru")
+    images, token_ids = batch(size=6)
+    image_index = tf.range(6, dtype=tf.int64)
+    with tf.GradientTape() as tape:
+        loss = model.pair_loss(model.encode_image(images), model.encode_text(token_ids), image_index)
+    norm = tf.linalg.global_norm([tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_variables)])
+    before = [v.numpy() for v in model.trainable_variables]
+    step = make_train_step(model, keras.optimizers.SGD(1.0), tf.distribute.get_strategy(), clip_norm=1e-3)
+    result = step({"image_features": images, "token_ids": token_ids, "image_index": image_index})
+    assert float(norm) > 1e-2
+    np.testing.assert_allclose(result["grad_norm"], norm, rtol=1e-5)
+    assert result["diagnostics"] == {}
+    # The update itself was clipped: SGD at rate 1 moved the weights by 1e-3.
+    moved = np.sqrt(sum(np.sum((v.numpy() - b) ** 2) for v, b in zip(model.trainable_variables, before)))
+    np.testing.assert_allclose(moved, 1e-3, rtol=1e-3)
+
+
+def one_step(model, optimizer, clip_norm=None, jit_compile=False, size=6):
+    images, token_ids = batch(size=size)
+    step = make_train_step(model, optimizer, tf.distribute.get_strategy(), clip_norm, jit_compile)
+    return step({"image_features": images, "token_ids": token_ids, "image_index": tf.range(size, dtype=tf.int64)})
+
+
+@pytest.mark.parametrize("mixed_precision, compute", [("bf16", "bfloat16"), ("fp16", "float16")])
+def test_mixed_precision_computes_low_but_keeps_weights_similarity_loss_and_norms_float32(
+    mixed_precision, compute
+):
+    keras.utils.set_random_seed(0)
+    reference = tiny_model("gru")
+    with runtime.dtype_policy(mixed_precision):
+        keras.utils.set_random_seed(0)
+        model = tiny_model("gru")
+    assert keras.config.dtype_policy().name == "float32"  # restored
+    assert model.sentence_encoder.compute_dtype == model.image_projection.compute_dtype == compute
+    assert all(v.dtype == "float32" for v in model.variables if v.trainable)
+    for layer in (model.text_norm, model.image_norm, model.similarity_layer):
+        assert layer.compute_dtype == "float32"
+    images, token_ids = batch(size=6)
+    sims = model.similarity(model.encode_image(images), model.encode_text(token_ids))
+    assert sims.dtype == tf.float32
+    expected = reference.similarity(reference.encode_image(images), reference.encode_text(token_ids))
+    np.testing.assert_allclose(sims, expected, atol=0.05)
+
+    config = TrainConfig(optimizer="sgd", learning_rate=1.0)
+    optimizer = make_optimizer(config, mixed_precision)
+    assert isinstance(optimizer, keras.optimizers.LossScaleOptimizer) == (mixed_precision == "fp16")
+    if mixed_precision == "fp16":
+        # Keras starts at 2**15, which this batch's gradients overflow (the
+        # step would be skipped, next test); a scale they fit under.
+        optimizer.build(model.trainable_variables)
+        optimizer.dynamic_scale.assign(16.0)
+    before = [v.numpy() for v in model.trainable_variables]
+    result = one_step(model, optimizer, clip_norm=1e-3)
+    expected = one_step(reference, keras.optimizers.SGD(1.0), clip_norm=1e-3)
+    # The reported norm is the unscaled gradient's, and clipping acts on it.
+    np.testing.assert_allclose(result["loss"], expected["loss"], rtol=0.05)
+    np.testing.assert_allclose(result["grad_norm"], expected["grad_norm"], rtol=0.1)
+    moved = np.sqrt(sum(np.sum((v.numpy() - b) ** 2) for v, b in zip(model.trainable_variables, before)))
+    np.testing.assert_allclose(moved, 1e-3, rtol=0.02)
+
+
+def test_an_overflowing_float16_step_is_skipped_and_the_loss_scale_lowered():
+    with runtime.dtype_policy("fp16"):
+        model = tiny_model("gru")
+    optimizer = make_optimizer(TrainConfig(), "fp16")
+    optimizer.build(model.trainable_variables)
+    optimizer.dynamic_scale.assign(2.0**60)  # overflows float16 at once
+    before = [v.numpy() for v in model.trainable_variables]
+    one_step(model, optimizer)
+    assert float(optimizer.dynamic_scale) == 2.0**59
+    for v, b in zip(model.trainable_variables, before):
+        np.testing.assert_array_equal(v.numpy(), b)
+
+
+def test_an_xla_compiled_step_equals_the_plain_one():
+    keras.utils.set_random_seed(0)
+    plain, compiled = tiny_model("gru"), tiny_model("gru")
+    compiled.set_weights(plain.get_weights())
+    expected = one_step(plain, keras.optimizers.SGD(0.1), clip_norm=2.0)
+    result = one_step(compiled, keras.optimizers.SGD(0.1), clip_norm=2.0, jit_compile=True)
+    np.testing.assert_allclose(result["loss"], expected["loss"], rtol=1e-5)
+    np.testing.assert_allclose(result["grad_norm"], expected["grad_norm"], rtol=1e-5)
+    for a, b in zip(compiled.get_weights(), plain.get_weights()):
+        np.testing.assert_allclose(a, b, atol=1e-6)

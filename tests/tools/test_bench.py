@@ -1,0 +1,87 @@
+import ast
+import json
+from pathlib import Path
+
+from engine import train_step
+from tools import bench
+
+FAMILIES = ("fisher_vectors", "fne_pipelines", "mcnn", "rcn", "vse", "w2vv")
+TINY = ["--set", "model.word_dim=8", "--set", "model.embed_dim=16", "--steps", "2", "--warmup", "1"]
+
+
+def test_bench_reports_throughput_and_cost_relative_to_the_first_model(capsys):
+    assert bench.main(["--model", "rcn-gru", "--model", "rcn", "--preset", "quick", *TINY, "--skip-eval"]) == 0
+    first, second = json.loads(capsys.readouterr().out)
+    assert (first["model"], second["model"]) == ("rcn-gru", "rcn")
+    assert first["train_pairs_per_s"] > 0 and "eval_seconds" not in first
+    assert second["step_time_vs_first"] == round(second["train_step_ms"] / first["train_step_ms"], 2)
+    # GFLOP/s: 3 x the forward products' count over the timed steps' time.
+    for report in (first, second):
+        rate = report["train_gflop_per_step"] / (report["train_step_ms"] / 1000)
+        assert report["train_gflops_per_s"] > 0 and abs(report["train_gflops_per_s"] - rate) < 0.02 * rate
+        assert report["machine_matmul_gflops_per_s"] > 0
+    assert second["train_gflop_per_step"] > first["train_gflop_per_step"]  # 4 capsules, 4 recursions
+
+
+def test_bench_builds_the_model_and_its_step_under_the_runtime_settings(monkeypatch):
+    runtime = ["runtime.mixed_precision=fp16", "runtime.jit_compile=true"]
+    config, _, model = bench.untrained_model("gru", "quick", ["model.word_dim=8", "model.embed_dim=16", *runtime])
+    assert model.word_embedding.compute_dtype == "float16"
+    calls = {}
+
+    def spy(name):
+        function = getattr(train_step, name)
+
+        def recorded(*args):
+            calls[name] = args
+            return function(*args)
+
+        monkeypatch.setattr(train_step, name, recorded)
+
+    spy("make_optimizer")
+    spy("make_train_step")
+    bench.zoo_step(model, config, warmup_batches=[])  # not run: only built
+    assert calls["make_optimizer"][1] == "fp16" and calls["make_train_step"][-1] is True
+
+
+def test_bad_input_is_a_one_line_error(capsys):
+    assert bench.main(["--model", "gru", "--preset", "huge"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --preset 'huge': model 'gru' has presets paper, quick"
+
+
+def test_bench_times_the_up_front_data_checks(capsys):
+    assert bench.main(["--data-checks", "--model", "w2vv"]) == 0
+    [report] = json.loads(capsys.readouterr().out)
+    assert (report["model"], report["tokenizer"], report["captions"]) == ("w2vv", "alnum", 40000)
+    assert report["read_and_check_splits_s"] > 0 and report["caption_checks_s"] > 0
+
+
+def test_bench_times_evaluation(capsys):
+    assert bench.main(["--model", "gru", "--preset", "quick", *TINY, "--eval-split", "dev"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["eval_images"] == 1000 and report["eval_captions"] == 5000 and report["eval_seconds"] > 0
+
+
+def test_bench_times_the_evaluation_of_an_untrained_ensemble(short_test_data, capsys):
+    argv = ["--model", "mcnn-ens", "--preset", "quick", "--eval-only", "--set", f"data.path={short_test_data}",
+            "--set", "model.feature_maps=[4,4,4]", "--set", "model.hidden_units=[4]"]
+    assert bench.main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["eval_images"] == 100 and report["eval_seconds"] > 0 and "train_step_ms" not in report
+
+
+def test_bench_times_a_saved_models_caption_encoding(trained_fv, capsys):
+    assert bench.main(["--encode", str(trained_fv / "saved_model")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["captions"] == 5000 and report["captions_per_s"] > 0
+
+
+def test_bench_imports_no_model_family():
+    # The family benchmarks have modules of their own (tools.bench_fisher_vectors, ...).
+    tree = ast.parse(Path(bench.__file__).read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {f"models.{alias.name}" for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module == "models" for alias in node.names}
+    assert imported & {f"models.{family}" for family in FAMILIES} == set()
+    assert "hasattr" not in Path(bench.__file__).read_text()

@@ -1,0 +1,109 @@
+import html.parser
+import json
+
+import numpy as np
+import pytest
+
+from tests.helpers import EMBEDDED_IMAGES as IMAGES
+from tests.helpers import EMBEDDED_TEXT
+from tools import show_retrievals
+
+
+class _Page(html.parser.HTMLParser):
+    """Collects the queries, results and image sources of a page."""
+
+    def __init__(self):
+        super().__init__()
+        self.queries = []  # (kind, query index, [(result index, match)])
+        self.sources = []
+        self.texts = {}
+        self._result = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        css = attrs.get("class", "").split()
+        if tag == "section":
+            kind = css[0]
+            self.queries.append((kind, int(attrs["data-image" if kind == "image-query" else "data-caption"]), []))
+        elif "result" in css:
+            index = int(attrs["data-caption"] if tag == "li" else attrs["data-image"])
+            self.queries[-1][2].append((index, int(attrs["data-match"])))
+            self._result = index if tag == "li" else None
+            if tag == "li":  # a caption's text (image results share the index space)
+                self.texts[index] = ""
+        if tag == "img":
+            self.sources.append(attrs["src"])
+
+    def handle_data(self, data):
+        if self._result is not None:
+            self.texts[self._result] += data
+
+    def handle_endtag(self, tag):
+        if tag == "li":
+            self._result = None
+
+
+def parse(path):
+    page = _Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    return page
+
+
+@pytest.mark.parametrize("source", ["--model-dir", "--saved-model"])
+def test_page_shows_the_models_top_k_with_existing_images(trained, sample_data, source, tmp_path, capsys):
+    from data import splits
+    from engine import scoring
+
+    model = str(trained if source == "--model-dir" else trained / "saved_model")
+    out = tmp_path / "page.html"
+    argv = [source, model, "--data", str(sample_data), "--images", str(IMAGES), "--queries", "3", "--k", "4",
+            "--out", str(out)]
+    assert show_retrievals.main(argv) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    page = parse(out)
+
+    split = splits.load_split(sample_data, "test", "ims")
+    scorer = scoring.CheckpointScorer.from_model_dir(trained)
+    sims = scorer.similarity(scorer.encode_images(split.images), scorer.encode_texts(split.captions))
+    kinds = [kind for kind, _, _ in page.queries]
+    assert kinds == ["image-query"] * 3 + ["caption-query"] * 3
+    matches = {"image-query": 0, "caption-query": 0}
+    for kind, query, results in page.queries:
+        scores = sims[query] if kind == "image-query" else sims[:, query]
+        shown = [index for index, _ in results]
+        assert len(shown) == 4
+        # The top 4 by the model's own scores (ties aside: the scores shown are those of the ranks).
+        np.testing.assert_allclose(np.sort(scores[shown])[::-1], np.sort(scores)[::-1][:4], rtol=1e-4, atol=1e-6)
+        owner = [split.caption_image[i] == query for i in shown] if kind == "image-query" else \
+            [i == split.caption_image[query] for i in shown]
+        assert [bool(m) for _, m in results] == owner
+        matches[kind] += any(owner)
+        if kind == "image-query":
+            assert all(page.texts[i].replace("✓ ", "").startswith(split.captions[i]) for i in shown)
+    assert (summary["image_queries_with_a_match"], summary["caption_queries_with_a_match"]) == (
+        matches["image-query"], matches["caption-query"])
+    # 3 query images and 3 x 4 result thumbnails, each copied next to the page.
+    assert len(page.sources) == 15
+    for src in page.sources:
+        assert (out.parent / src).is_file() and (IMAGES / src.split("/")[-1]).is_file()
+
+
+def test_without_images_the_page_names_them(trained, tmp_path):
+    out = tmp_path / "page.html"
+    assert show_retrievals.main(["--model-dir", str(trained), "--queries", "2", "--out", str(out)]) == 0
+    page = parse(out)
+    assert page.sources == [] and len(page.queries) == 4 and not (tmp_path / "page_files").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--images", "/nonexistent"], "not a directory"),
+    (["--images", str(EMBEDDED_TEXT)], "1000 of the split's 1000 images are missing"),
+    (["--queries", "0"], "at least 1"),
+    (["--out", "/nonexistent/page.html"], "does not exist"),
+])
+def test_bad_arguments_are_one_line_errors(trained, argv, message, tmp_path, capsys):
+    args = ["--model-dir", str(trained), "--out", str(tmp_path / "page.html"), *argv]
+    assert show_retrievals.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and message in err[-1]
+    assert not (tmp_path / "page.html").exists()

@@ -1,0 +1,292 @@
+"""Benchmarks of any registered model, as JSON: training throughput, the
+1K-test evaluation time, a SavedModel's caption encoding, and the data
+checks of a run.
+
+    python -m tools.bench --model gru --preset quick
+    python -m tools.bench --model gru --preset paper --steps 20
+    python -m tools.bench --model rcn --model rcn-gru --preset quick
+    python -m tools.bench --model mcnn-ens --preset paper --eval-only
+
+`--eval-only` times the 1K-test evaluation of an untrained model built with
+every training word in its vocabulary (the cost of scoring does not depend on
+the weights): for a model assembled from trained ones (m-CNN_ENS) without
+their directories, or to time a size that has not been trained.
+
+`--encode SAVED_MODEL` times a SavedModel's `encode_text` on the test
+captions (captions/s).
+
+`--data-checks` times the checks every training run makes before its first
+step, on the model's data (default: the embedded Flickr8k): reading the
+train, dev and test splits (file sizes, shapes, counts, NaN/inf) and
+tokenizing every caption with the model's tokenizer (1 to 512 tokens).
+
+Training reports give pairs/s, the step time, and the GFLOP/s achieved on
+the model's matrix products (`RetrievalModel.forward_flops`, times 3 for
+the forward and backward passes) beside this machine's float32 matmul rate.
+
+With several models, each report also gives its training step time
+relative to the first model's (`step_time_vs_first`), e.g. the cost of the
+RCN's capsules over a GRU of the same size.
+
+Training throughput is measured on real training batches of the embedded
+Flickr8k data through the trainer's own train step (after warm-up steps that
+absorb tracing); evaluation time covers encoding the split's images and
+captions and ranking them under the full protocol.
+
+The benchmarks of one family have modules of their own:
+`tools.bench_fisher_vectors` (the Fisher vectors' mixture EM),
+`tools.bench_vsepp` (the `gru` family's step against VSE++'s own PyTorch
+step) and `tools.bench_order_similarity` (an evaluation under the
+order-violation similarity).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+from common.errors import count, count_or_zero, run_command
+from data import splits
+
+
+def add_experiment_arguments(parser):
+    """The options that choose an experiment's preset and overrides and the
+    timed training steps (shared with the family benchmarks)."""
+    parser.add_argument("--preset", default="quick")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    parser.add_argument("--steps", type=count, default=30, help="timed training steps")
+    parser.add_argument("--warmup", type=count_or_zero, default=3, help="untimed training steps first")
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", action="append", help="registered model (repeatable; default gru)")
+    add_experiment_arguments(parser)
+    parser.add_argument("--eval-split", default="test")
+    parser.add_argument("--skip-eval", action="store_true", help="time training only")
+    parser.add_argument("--eval-only", action="store_true", help="time the evaluation of an untrained model only")
+    parser.add_argument("--data-checks", action="store_true", help="time the up-front data checks of a run instead")
+    parser.add_argument("--encode", metavar="SAVED_MODEL", help="time a SavedModel's encode_text on the test captions instead")
+    args = parser.parse_args(argv)
+    if args.eval_only and args.skip_eval:
+        parser.error("--eval-only and --skip-eval exclude each other")
+    args.model = args.model or ["gru"]
+    return args
+
+
+def main(argv=None):
+    return run_command(_run, parse_args(argv))
+
+
+def _run(args):
+    if args.encode:
+        print(json.dumps(encoding_throughput(args.encode), indent=2))
+        return 0
+    if args.data_checks:
+        print(json.dumps([data_check_timings(name, args) for name in args.model], indent=2))
+        return 0
+    reports = [measure(name, args) for name in args.model]
+    for report in reports[1:] if not args.eval_only else ():
+        report["step_time_vs_first"] = round(report["train_step_ms"] / reports[0]["train_step_ms"], 2)
+    print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
+    return 0
+
+
+def data_check_timings(name, args):
+    """Seconds to read and check a model's three splits, and to check their
+    captions against its tokenizer."""
+    from data import pipeline
+    from layers.text_vectorizer import MAX_INPUT_TOKENS
+    from models import registry
+
+    config = registry.get(name).experiment(args.preset, args.set)
+    data = config.data
+    began = time.perf_counter()
+    loaded = [splits.load_split(data.path, split, data.image_features)
+              for split in (data.train_split, data.dev_split, data.test_split)]
+    read = time.perf_counter()
+    for split in loaded:
+        pipeline.check_captions(split, config.model.tokenizer, MAX_INPUT_TOKENS)
+    checked = time.perf_counter()
+    return {"model": name, "tokenizer": config.model.tokenizer, "captions": sum(len(s.captions) for s in loaded),
+            "read_and_check_splits_s": round(read - began, 3), "caption_checks_s": round(checked - read, 3)}
+
+
+def encoding_throughput(path, repeats=3):
+    """Captions/s of a SavedModel's encode_text on the 5,000 test captions
+    (batches of 256, the best of `repeats` passes)."""
+    import tensorflow as tf
+
+    from data.embedded import EMBEDDED_DATA
+
+    model = tf.saved_model.load(path)
+    captions = splits.load_split(EMBEDDED_DATA, "test").captions
+    model.encode_text(tf.constant(captions[:256]))  # trace once
+    best = float("inf")
+    for _ in range(repeats):
+        began = time.perf_counter()
+        for a in range(0, len(captions), 256):
+            model.encode_text(tf.constant(captions[a : a + 256]))
+        best = min(best, time.perf_counter() - began)
+    return {"saved_model": path, "captions": len(captions), "captions_per_s": round(len(captions) / best, 1)}
+
+
+def untrained_model(name, preset, overrides=(), every_word=False):
+    """The experiment of `name` under `preset` and `overrides`, its
+    training split, and its model built as the trainer builds it (under
+    its precision policy) with a vocabulary of the training captions: the
+    model's own vocabulary, or with `every_word` every training word.
+    Returns (config, train_split, model)."""
+    import keras
+
+    from data.vocabulary import Vocabulary
+    from engine import runtime
+    from models import registry
+
+    spec = registry.get(name)
+    config = spec.experiment(preset, overrides)
+    train_split = splits.load_split(config.data.path, config.data.train_split, config.data.image_features)
+    # Without word vectors: they only change initial values (and the size of
+    # a frozen lookup table), not the cost of a step.
+    if every_word:
+        vocabulary = Vocabulary.build(train_split.captions, tokenizer=config.model.tokenizer)
+    else:
+        vocabulary = spec.vocabulary(config.model, train_split.captions, None)
+    keras.utils.set_random_seed(config.train.seed)
+    with runtime.dtype_policy(config.runtime.mixed_precision):
+        model = spec.build_model(config.model, vocabulary, train_split.images.shape[1])
+    return config, train_split, model
+
+
+def measure(model_name, args):
+    """Times one model's training steps (and evaluation); returns a report."""
+    import tensorflow as tf
+
+    from engine import evaluation, scoring
+
+    config, train_split, model = untrained_model(model_name, args.preset, args.set, every_word=args.eval_only)
+    image_dim = train_split.images.shape[1]
+    report = {
+        "model": model_name,
+        "preset": args.preset,
+        "overrides": args.set,
+        "devices": [d.name for d in tf.config.list_logical_devices()],
+    }
+    if not args.eval_only:
+        report.update(time_training(model, config, train_split, args))
+    if args.skip_eval:
+        return report
+
+    split = splits.load_split(config.data.path, args.eval_split, config.data.image_features)
+    scorer = scoring.CheckpointScorer(model, image_dim)
+    scorer.encode_texts(split.captions[:8])  # trace once, outside the timing
+    load_before = round(os.getloadavg()[0], 2)
+    start = time.perf_counter()
+    evaluation.evaluate_encodings(
+        scorer.similarity, scorer.encode_images(split.images), scorer.encode_texts(split.captions), split.caption_image,
+        sentence_similarity=scorer.joint_space,
+    )
+    eval_seconds = time.perf_counter() - start
+
+    return {
+        **report,
+        "cpu_load_before": load_before,
+        "eval_split": args.eval_split,
+        "eval_images": len(split.images),
+        "eval_captions": len(split.captions),
+        "eval_seconds": round(eval_seconds, 2),
+    }
+
+
+def time_training(model, config, train_split, args):
+    """Training throughput on real batches through the trainer's own step,
+    and the GFLOP/s that makes of the model's matrix products (training =
+    3 x `forward_flops`), against this machine's float32 matmul rate."""
+    batches = training_batches(model, config, train_split, args.warmup + args.steps)
+    step = zoo_step(model, config, batches[: args.warmup])
+    seconds = time_steps(step, batches[args.warmup :])
+    report = {"batch_size": config.train.batch_size, **throughput(config, args.steps, seconds)}
+    flops = training_flops(model, batches[args.warmup :])
+    if flops is not None:
+        report["train_gflop_per_step"] = significant(flops / 1e9)
+        report["train_gflops_per_s"] = significant(flops / 1e9 / (seconds / args.steps))
+        report["machine_matmul_gflops_per_s"] = machine_matmul_gflops()
+    return report
+
+
+def significant(x, digits=4):
+    return float(f"{x:.{digits}g}")
+
+
+def training_batches(model, config, train_split, count):
+    """The first `count` training batches of the run's epoch order (as
+    tensors: what the trainer's dataset yields)."""
+    from data import pipeline
+
+    data = pipeline.tokenize_split(train_split, model.vectorizer)
+    order = pipeline.epoch_order(
+        data, config.train.sampling, config.train.batch_size, config.train.seed, 0, config.train.bucket_by_length
+    )
+    dataset = iter(pipeline.training_dataset(data, np.resize(order, (count, order.shape[1]))))
+    return [next(dataset) for _ in range(count)]
+
+
+def zoo_step(model, config, warmup_batches):
+    """One training step of the trainer (its optimizer, clipping, precision
+    and XLA settings), waiting for the loss; already run (and traced) on
+    `warmup_batches`."""
+    import tensorflow as tf
+
+    from engine import train_step
+
+    optimizer = train_step.make_optimizer(config.train, config.runtime.mixed_precision)
+    optimizer.build(model.trainable_variables)
+    step = train_step.make_train_step(
+        model, optimizer, tf.distribute.get_strategy(), config.train.grad_clip_norm, config.runtime.jit_compile
+    )
+
+    def run(batch):
+        return float(step(batch)["loss"])
+
+    for batch in warmup_batches:
+        run(batch)
+    return run
+
+
+def time_steps(step, batches):
+    start = time.perf_counter()
+    for batch in batches:
+        step(batch)
+    return time.perf_counter() - start
+
+
+def throughput(config, steps, seconds):
+    return {
+        "train_pairs_per_s": round(steps * config.train.batch_size / seconds, 1),
+        "train_step_ms": round(1000 * seconds / steps, 1),
+    }
+
+
+def training_flops(model, batches):
+    """Mean FLOPs of a training step over `batches`, or None."""
+    counts = [model.forward_flops(b["token_ids"].numpy(), b["image_features"].numpy()) for b in batches]
+    return None if None in counts else 3 * sum(counts) / len(counts)
+
+
+def machine_matmul_gflops(repeats=20):
+    """The best float32 rate of a [128, 1024] x [1024, 3072] product here
+    (a GRU's recurrent product at batch 128), in GFLOP/s."""
+    import tensorflow as tf
+
+    a, b = tf.random.normal([128, 1024]), tf.random.normal([1024, 3072])
+    product = tf.function(lambda: tf.reduce_sum(a @ b))
+    product()
+    best = min(time_steps(lambda _: float(product()), [None]) for _ in range(repeats))
+    return round(2 * 128 * 1024 * 3072 / best / 1e9, 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Plots TensorBoard scalars of several training runs side by side, as a PNG.
+
+    python -m plot_training runs/gru runs/rcn --out rcn.png
+    python -m plot_training runs/a runs/b --panel loss --panel grad_norm_max \\
+        --panel diagnostics/rcn/pass_1/eq9_min_relative_denominator --panel dev:rsum --out a_b.png
+
+Each `--panel` is one TensorBoard tag, read from every run's `logs/train/`
+event files, or from `logs/dev/` with the prefix "dev:" (default: the
+training loss, the largest pre-clip gradient norm between log steps and dev
+rsum). A panel whose values span more than two orders of magnitude is drawn
+on a logarithmic scale (when they change sign, symmetric-logarithmic:
+linear within [-1, 1]), so single-step spikes and sign changes stay
+visible. Runs without a tag are
+left out of its panel. The plotted numbers are printed as JSON lines
+(run, panel, steps, values) so that a figure can be checked against them.
+"""
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from common.errors import InputError, run_command
+from common.files import check_output_file
+
+DEFAULT_PANELS = ("loss", "grad_norm_max", "dev:rsum")
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", help="model directories written by train.py")
+    parser.add_argument("--panel", action="append", help="[dev:]TAG (repeatable; default: %(default)s)")
+    parser.add_argument("--label", action="append", help="a legend label per run (default: the directory name)")
+    parser.add_argument("--title", default=None)
+    parser.add_argument("--out", required=True, help="PNG file to write")
+    return parser.parse_args(argv)
+
+
+def read_scalars(model_dir, run):
+    """{tag: ([steps], [values])} of `model_dir/logs/run`."""
+    import tensorflow as tf
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    logs = Path(model_dir) / "logs" / run
+    if not logs.is_dir():
+        raise InputError(f"{logs}: no TensorBoard logs (is {model_dir} a model directory written by train.py?)")
+    accumulator = EventAccumulator(str(logs), size_guidance={"tensors": 0})
+    accumulator.Reload()
+    scalars = {}
+    for tag in accumulator.Tags()["tensors"]:
+        events = [(e.step, tf.make_ndarray(e.tensor_proto)) for e in accumulator.Tensors(tag)]
+        events = [(step, float(value)) for step, value in events if value.ndim == 0 and value.dtype.kind == "f"]
+        if events:
+            scalars[tag] = ([step for step, _ in events], [value for _, value in events])
+    return scalars
+
+
+def plot(runs, labels, panels, out, title=None):
+    """Draws one panel per tag; returns the plotted series
+    [{"run", "panel", "steps", "values"}]."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    logs = {(run, kind): read_scalars(run, kind) for run in runs for kind in ("train", "dev")}
+    # One colour per run in every panel, also where some runs lack a tag.
+    colours = {run: f"C{index % 10}" for index, run in enumerate(runs)}
+    figure, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
+    series = []
+    for axis, panel in zip(axes[0], panels):
+        kind, tag = ("dev", panel[4:]) if panel.startswith("dev:") else ("train", panel)
+        values_seen = []
+        for run, label in zip(runs, labels):
+            if tag not in logs[(run, kind)]:
+                continue
+            steps, values = logs[(run, kind)][tag]
+            axis.plot(steps, values, label=label, color=colours[run], marker="o" if kind == "dev" else None,
+                      markersize=3, linewidth=1)
+            values_seen += values
+            series.append({"run": str(run), "panel": panel, "steps": steps, "values": values})
+        if not values_seen:
+            raise InputError(f"--panel {panel}: no run has the tag {tag!r} in logs/{kind}/")
+        _choose_scale(axis, values_seen)
+        axis.set_title(tag if kind == "train" else f"dev {tag}", fontsize=9)
+        axis.set_xlabel("step")
+        axis.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    if title:
+        figure.suptitle(title)
+    figure.tight_layout()
+    out = Path(out)
+    if not out.parent.is_dir():
+        raise InputError(f"--out {out}: the directory {out.parent} does not exist")
+    partial = out.with_name(out.name + ".partial.png")
+    figure.savefig(partial, dpi=110)
+    partial.replace(out)
+    plt.close(figure)
+    return series
+
+
+def _choose_scale(axis, values):
+    finite = [abs(v) for v in values if math.isfinite(v) and v != 0]
+    if not finite or max(finite) / min(finite) < 100:
+        return
+    if min(values) < 0:
+        axis.set_yscale("symlog", linthresh=1.0)  # linear within [-1, 1], logarithmic beyond
+    else:
+        axis.set_yscale("log")
+
+
+def main(argv=None):
+    return run_command(_run, parse_args(argv))
+
+
+def _run(args):
+    check_output_file(args.out, "--out")
+    labels = args.label or [Path(run).name for run in args.runs]
+    if len(labels) != len(args.runs):
+        raise InputError(f"--label given {len(labels)} times for {len(args.runs)} runs")
+    for series in plot(args.runs, labels, args.panel or list(DEFAULT_PANELS), args.out, args.title):
+        print(json.dumps(series))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

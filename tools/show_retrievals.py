@@ -1,0 +1,164 @@
+"""What a model retrieves, as an HTML page: the top-k captions of some test
+images and the top-k images of some test captions.
+
+    python -m show_retrievals --model-dir runs/gru-quick \\
+        --images ../shared/data/flickr8k_images_test --out retrievals.html
+    python -m show_retrievals --saved-model runs/gru-quick/saved_model --out retrievals.html
+
+Queries are drawn at random (`--seed`) from the evaluated split (the
+model's test split by default), `--queries` of each kind. Every retrieved
+caption and image is marked as a match when it belongs to the query in the
+data set. With `--images DIR` (a folder holding the split's JPEGs by their
+file names, e.g. the 1000 Flickr8k test images) the page shows the
+pictures, copied next to it into `<page>_files/` so the page is
+self-contained; without it, image file names stand in for them. Retrieval
+scores every query against the whole split with the model's own
+similarity, as evaluation does.
+"""
+
+import argparse
+import html
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from common.errors import InputError, run_command
+from common.files import check_output_file
+from data.readers import check_image_files
+from engine.arguments import add_model_and_split_arguments, load_model_and_split
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_and_split_arguments(parser)
+    parser.add_argument("--images", help="folder of the split's images, by file name (e.g. JPEGs)")
+    parser.add_argument("--queries", type=int, default=8, help="image queries and caption queries, each")
+    parser.add_argument("--k", type=int, default=5, help="results per query")
+    parser.add_argument("--seed", type=int, default=0, help="picks the queries")
+    parser.add_argument("--out", required=True, help="HTML file to write")
+    return parser.parse_args(argv)
+
+
+def retrieve(scorer, split, image_queries, caption_queries, k, batch_size=256):
+    """Top-k retrievals of the given queries over the whole split.
+
+    Returns:
+      (for each image query, [(caption index, score)] best first;
+       for each caption query, [(image index, score)] best first).
+    """
+    image_encodings = scorer.encode_images(split.images, batch_size)
+    text_encodings = scorer.encode_texts(split.captions, batch_size)
+    i2t = scorer.similarity(image_encodings[image_queries], text_encodings)  # [queries, captions]
+    t2i = scorer.similarity(image_encodings, text_encodings[caption_queries]).T  # [queries, images]
+    return _top(i2t, k), _top(t2i, k)
+
+
+def _top(scores, k):
+    # Stable sort on the negated scores: ties keep data order, as the
+    # evaluation's ranks do.
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return [[(int(j), float(row[j])) for j in best] for row, best in zip(scores, order)]
+
+
+def write_page(path, split, image_queries, caption_queries, i2t, t2i, title, images_dir=None):
+    """Writes the HTML page (atomically), copying the shown images next to
+    it when `images_dir` is given."""
+    path = Path(path)
+    files = path.with_name(path.stem + "_files")
+    shown = sorted(set(image_queries) | {j for results in t2i for j, _ in results})
+    if images_dir is not None:
+        files.mkdir(exist_ok=True)
+        for image in shown:
+            shutil.copyfile(Path(images_dir) / split.image_ids[image], files / split.image_ids[image])
+
+    def picture(image, css_class):
+        name = html.escape(split.image_ids[image])
+        if images_dir is None:
+            return f'<div class="{css_class} missing-image">{name}</div>'
+        return f'<img class="{css_class}" src="{html.escape(files.name)}/{name}" alt="{name}" title="{name}">'
+
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title>",
+        f"<style>{_STYLE}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p>{len(split.images)} images and {len(split.captions)} captions of {html.escape(split.captions_file)}; "
+        "matches (the query's own caption or image) are marked ✓.</p>",
+        "<h2>Image → captions</h2>",
+    ]
+    for query, results in zip(image_queries, i2t):
+        parts.append(f'<section class="image-query" data-image="{query}">{picture(query, "query")}<ol>')
+        for caption, score in results:
+            match = int(split.caption_image[caption] == query)
+            parts.append(
+                f'<li class="result{" match" if match else ""}" data-caption="{caption}" data-score="{score:.6g}" '
+                f'data-match="{match}">{"✓ " if match else ""}{html.escape(split.captions[caption])} '
+                f'<span class="score">{score:.3f}</span></li>'
+            )
+        parts.append("</ol></section>")
+    parts.append("<h2>Caption → images</h2>")
+    for query, results in zip(caption_queries, t2i):
+        owner = int(split.caption_image[query])
+        parts.append(f'<section class="caption-query" data-caption="{query}">'
+                     f'<p class="query">{html.escape(split.captions[query])}</p><div class="results">')
+        for image, score in results:
+            match = int(image == owner)
+            parts.append(
+                f'<figure class="result{" match" if match else ""}" data-image="{image}" data-score="{score:.6g}" '
+                f'data-match="{match}">{picture(image, "thumbnail")}'
+                f'<figcaption>{"✓ " if match else ""}{score:.3f}</figcaption></figure>'
+            )
+        parts.append("</div></section>")
+    parts.append("</body></html>\n")
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text("\n".join(parts), encoding="utf-8")
+    partial.replace(path)
+
+
+_STYLE = (
+    "body{font-family:sans-serif;margin:1.5em;max-width:80em}"
+    "section{display:flex;gap:1em;align-items:flex-start;border-top:1px solid #ddd;padding:.8em 0}"
+    "img.query{width:180px;height:180px;object-fit:cover}"
+    "img.thumbnail{width:140px;height:140px;object-fit:cover}"
+    ".missing-image{width:140px;font-size:80%;color:#666;word-break:break-all}"
+    ".caption-query{flex-direction:column}.results{display:flex;gap:.6em}"
+    "figure{margin:0;text-align:center}li{margin:.2em 0}"
+    ".match{color:#0a6b0a;font-weight:bold}.score{color:#888;font-size:80%}"
+)
+
+
+def main(argv=None):
+    return run_command(_run, parse_args(argv))
+
+
+def _run(args):
+    if args.queries < 1 or args.k < 1:
+        raise InputError(f"--queries and --k must be at least 1; got {args.queries} and {args.k}")
+    out = Path(args.out)
+    check_output_file(out, "--out")
+
+    scorer, split = load_model_and_split(args)
+    name = Path(args.model_dir or args.saved_model).name
+    title = f"{name}: what the model retrieves"
+    if args.images:
+        check_image_files(args.images, split.image_ids)
+    rng = np.random.default_rng(args.seed)
+    image_queries = sorted(rng.choice(len(split.images), min(args.queries, len(split.images)), replace=False).tolist())
+    caption_queries = sorted(rng.choice(len(split.captions), min(args.queries, len(split.captions)),
+                                        replace=False).tolist())
+    i2t, t2i = retrieve(scorer, split, image_queries, caption_queries, min(args.k, len(split.captions)))
+    write_page(out, split, image_queries, caption_queries, i2t, t2i, title, args.images)
+    print(json.dumps({"page": str(out), "image_queries": len(image_queries), "caption_queries": len(caption_queries),
+                      "image_queries_with_a_match": sum(any(split.caption_image[c] == q for c, _ in r)
+                                                        for q, r in zip(image_queries, i2t)),
+                      "caption_queries_with_a_match": sum(any(i == split.caption_image[q] for i, _ in r)
+                                                          for q, r in zip(caption_queries, t2i))}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
