@@ -52,10 +52,12 @@ def read_text(path):
 
 
 def read_lines(path, what):
-    """The stripped lines of a text file; an empty line is an error."""
+    """The stripped lines of a text file; an empty line is an error.
+
+    Lines end at "\\n" only, as VSE++ reads them: `str.splitlines` would
+    also split a caption at U+2028, \\x1c and the like.
+    """
     text = read_text(path)
-    # Lines end at "\n" only (as VSE++ reads them): `str.splitlines` would
-    # also split a caption at U+2028, \x1c and the like.
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()

@@ -109,10 +109,10 @@ def image_retrieval_ranks(sims, caption_image):
 
 
 def rank_summary(ranks):
-    """R@1, R@5, R@10 (in %), median rank and mean rank of 1-based ranks."""
+    """R@1, R@5, R@10 (in %), median rank and mean rank of 1-based ranks;
+    the median as VSE++ reports it, floor(median(0-based ranks)) + 1."""
     ranks = np.asarray(ranks)
     summary = {f"r{k}": 100.0 * float(np.mean(ranks <= k)) for k in RECALL_LEVELS}
-    # VSE++ reports floor(median(0-based ranks)) + 1.
     summary["medr"] = float(np.floor(np.median(ranks - 1)) + 1)
     summary["meanr"] = float(np.mean(ranks))
     return summary

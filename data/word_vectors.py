@@ -23,8 +23,8 @@ from common.files import check_file
 from data.bigfile import BigFile, is_bigfile
 from data.tokenizer import tokenize_strings
 
-# Words without a vector start as the model's own embedding does (VSE++
-# draws every word embedding uniformly from [-0.1, 0.1]).
+# Words without a vector start as a randomly initialised embedding does
+# (uniformly from [-0.1, 0.1]).
 RANDOM_INIT_SCALE = 0.1
 
 
@@ -140,7 +140,8 @@ def embedding_matrix(vectors, vocabulary_tokens, dim, seed, init_scale=RANDOM_IN
       vectors, vocabulary_tokens, dim: as `lookup_vectors`.
       seed: seed of the random rows.
       init_scale: rows without a vector are drawn uniformly from
-        [-init_scale, init_scale].
+        [-init_scale, init_scale] (0.1: as VSE++ initialises every word
+        embedding).
 
     Returns:
       (matrix, coverage). matrix: float32 [len(vocabulary_tokens), dim]; a

@@ -57,8 +57,8 @@ def make_train_step(model, optimizer, strategy, clip_norm=None, jit_compile=Fals
                 _gather_replicas(context, tf.cast(text_encodings, tf.float32)),
                 tf.cast(_gather_replicas(context, tf.cast(batch["image_index"], tf.float32)), tf.int64),
             )
-            # Losses that layers add on this replica's batch (e.g. the RCN's
-            # mask regulariser, Francis et al. eq. 15), in the units of the
+            # Losses that layers add on this replica's batch (e.g. a mask
+            # regulariser, Francis et al. eq. 15), in the units of the
             # model's loss; averaged over replicas.
             if model.losses:
                 loss += model.layer_loss_scale(tf.shape(image_encodings)[0]) * tf.add_n(model.losses)
