@@ -17,6 +17,8 @@ from common.errors import InputError
 from common.metrics import SELECTION_METRICS
 
 SECTIONS = ("model", "train", "data", "runtime")
+STRATEGIES = ("auto", "default", "mirrored", "multiworker")
+MIXED_PRECISIONS = ("none", "bf16", "fp16")
 
 
 def setting(default, *, minimum=None, above=None, maximum=None, below=None, choices=None):
@@ -25,7 +27,7 @@ def setting(default, *, minimum=None, above=None, maximum=None, below=None, choi
     Numbers (and each number of a tuple) must be >= `minimum`, > `above`,
     <= `maximum` and < `below`; strings (and each string of a tuple) one of
     `choices`. Every config is built through `apply_overrides` or
-    `load_experiment`, which check each field's type and these bounds, so a
+    `experiment_from_json`, which check each field's type and these bounds, so a
     bad value from `--set`, a preset or a hand-edited config.json stops the
     command before any work, naming the field.
     """
@@ -158,8 +160,8 @@ class RuntimeConfig:
       jit_compile: compile the training step with XLA.
     """
 
-    strategy: str = setting("auto", choices=("auto", "default", "mirrored", "multiworker"))
-    mixed_precision: str = setting("none", choices=("none", "bf16", "fp16"))
+    strategy: str = setting("auto", choices=STRATEGIES)
+    mixed_precision: str = setting("none", choices=MIXED_PRECISIONS)
     jit_compile: bool = False
 
 

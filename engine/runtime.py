@@ -8,9 +8,8 @@ import os
 import keras
 import tensorflow as tf
 
+from common.config import STRATEGIES
 from common.errors import InputError
-
-STRATEGIES = ("auto", "default", "mirrored", "multiworker")
 
 # `RuntimeConfig.mixed_precision` -> Keras dtype policy.
 DTYPE_POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
