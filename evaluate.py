@@ -35,7 +35,8 @@ def parse_args(argv):
                         help="also write the split's image and caption encodings for TensorBoard's projector "
                         "(tensorboard --logdir DIR); a new or empty directory, or one written by --projector")
     parser.add_argument("--images", metavar="DIR",
-                        help="with --projector: a folder of the split's images by file name, for a sprite")
+                        help="with --projector: a folder of the split's images, for a sprite (an image id names its file, "
+                        "which may be in a sub-folder; an id without an extension matches .jpg, .jpeg, .png, ...)")
     parser.add_argument("--set", action="append", default=[], metavar="model.KEY=VALUE",
                         help="with --model-dir: change a model setting that needs no retraining, "
                         "e.g. model.similarity=dot (repeatable)")

@@ -13,6 +13,12 @@ any of its captions among all captions. Image retrieval (text -> image, "t2i"):
 a caption's rank is the rank of its image among all images. An image may have
 any number of captions (5 in Flickr and COCO, about 40 per MSVD video).
 
+Sentence similarity (`sentence_similarity_ranks`, "t2t") asks a caption to
+retrieve another caption of its image: it is defined only for the captions
+that have one (`captions_with_partners`), so not at all for a split of one
+caption per item (a TrecVid video-to-text set); the other metrics are
+defined for any number of captions per image, one included.
+
 Besides R@K and median/mean rank, two measures of Dong et al.'s
 Word2VisualVec (TMM 2018): image annotation mean average precision
 (`i2t_map`, the model-selection measure of its public code) and mean
@@ -148,9 +154,23 @@ def retrieval_metrics(sims, caption_image):
     )
 
 
+def captions_with_partners(caption_image):
+    """bool [n_captions]: whether each caption has another caption of its
+    image, i.e. is a query of the sentence-similarity task (a caption that
+    is the only one of its image has nothing to retrieve; it remains a
+    candidate for the other queries)."""
+    caption_image = np.asarray(caption_image)
+    _, inverse, counts = np.unique(caption_image, return_inverse=True, return_counts=True)
+    return counts[inverse.reshape(caption_image.shape)] > 1
+
+
 def sentence_similarity_ranks(text_sims, caption_image, text_index=None):
     """Klein et al. 2015's third task, sentence similarity: a caption
     retrieves the other captions of its image among all other captions.
+
+    Defined only for queries with another caption of their image
+    (`captions_with_partners`): pass those as `text_index` when some images
+    have a single caption.
 
     Args:
       text_sims: float [n_rows, n_captions], rows are query captions.
@@ -161,6 +181,9 @@ def sentence_similarity_ranks(text_sims, caption_image, text_index=None):
     Returns:
       int64 [n_rows], the 1-based rank of the best-ranked other caption of
       the query's image, the query itself left out of the ranking.
+
+    Raises:
+      ValueError: a query is the only caption of its image.
     """
     text_sims = np.array(text_sims, dtype=np.float64)
     caption_image = np.asarray(caption_image)
@@ -170,12 +193,19 @@ def sentence_similarity_ranks(text_sims, caption_image, text_index=None):
     text_sims[rows, text_index] = -np.inf  # the query is not a candidate
     is_true = caption_image[None, :] == caption_image[text_index][:, None]
     is_true[rows, text_index] = False
-    if not is_true.any(axis=1).all():
-        raise ValueError("a caption is the only one of its image")
+    alone = ~is_true.any(axis=1)
+    if alone.any():
+        raise ValueError(f"caption {int(np.asarray(text_index)[np.argmax(alone)])} is the only one of its image: "
+                         "it has no other caption to retrieve (see captions_with_partners)")
     positions = np.where(is_true, _positions(text_sims), text_sims.shape[1])
     return 1 + positions.min(axis=1).astype(np.int64)
 
 
 def average_metrics(results):
-    """Mean of several metric dictionaries (COCO's 5-fold 1K protocol)."""
-    return {name: float(np.mean([r[name] for r in results])) for name in results[0]}
+    """Mean of several metric dictionaries (COCO's 5-fold 1K protocol): of
+    each metric over the results that have it (a metric undefined in a
+    fold, such as `t2t_meanr` where every image has one caption, is left
+    out of that fold). Entries that are not numbers (notes) are left out."""
+    names = dict.fromkeys(name for result in results for name, value in result.items()
+                          if isinstance(value, (int, float, np.number)) and not isinstance(value, bool))
+    return {name: float(np.mean([r[name] for r in results if name in r])) for name in names}

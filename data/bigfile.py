@@ -111,10 +111,27 @@ def is_bigfile(path):
     return (Path(path) / "shape.txt").is_file()
 
 
+MAX_SHAPE_DIGITS = 18  # rows and dimension below 10**18: far beyond any file, well within int64
+
+
 def _read_shape(path):
+    """(rows, dimension) of a `shape.txt`: two positive integers of at most
+    `MAX_SHAPE_DIGITS` digits (a longer number cannot describe a real file,
+    and Python refuses to convert one of over 4,300 digits)."""
     fields = read_text(path).split()
-    if len(fields) != 2 or not all(field.isascii() and field.isdigit() and int(field) > 0 for field in fields):
-        raise InputError(f"{path}: expected two positive integers '<rows> <dimension>', got {' '.join(fields)[:80]!r}")
-    return int(fields[0]), int(fields[1])
+    if len(fields) != 2 or not all(field.isascii() and field.isdigit() for field in fields):
+        raise InputError(f"{path}: expected two positive integers '<rows> <dimension>', got {_excerpt(fields)}")
+    for name, field in zip(("row count", "dimension"), fields):
+        digits = len(field.lstrip("0"))
+        if digits > MAX_SHAPE_DIGITS:
+            raise InputError(f"{path}: the {name} has {digits} digits ({field[:12]}...): larger than any "
+                             f"feature file (at most {MAX_SHAPE_DIGITS} digits)")
+    rows, dim = int(fields[0]), int(fields[1])
+    if not rows or not dim:
+        raise InputError(f"{path}: expected two positive integers '<rows> <dimension>', got {_excerpt(fields)}")
+    return rows, dim
 
 
+def _excerpt(fields):
+    text = " ".join(fields)
+    return repr(text) if len(text) <= 80 else repr(text[:80]) + f" (and {len(text) - 80} more characters)"

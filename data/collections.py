@@ -27,13 +27,19 @@ Training on MSR-VTT in dual encoding's layout, for example:
         --set data.image_features=resnet-152-img1k-flatten0_outputos
 
 `python -m data.collections --precomp DIR --out DIR` writes a precomp
-folder (e.g. the embedded Flickr8k) in this layout.
+folder (e.g. the embedded Flickr8k) in this layout (`precomp_to_collections`):
+every input is checked before anything is written, the collections are
+written into a staging folder beside `--out` and renamed into place at
+the end, so an error or an interruption leaves `--out` as it was.
 """
 
 import argparse
 import ast
 import json
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +49,8 @@ from common.errors import InputError, run_command
 from data import readers
 from data.bigfile import BigFile, write_bigfile
 
-ITEM_EXTENSIONS = (".jpg", ".jpeg", ".png", ".mp4", ".avi", ".webm", ".mkv", ".gif")
+VIDEO_EXTENSIONS = (".mp4", ".avi", ".webm", ".mkv")
+ITEM_EXTENSIONS = readers.IMAGE_EXTENSIONS + VIDEO_EXTENSIONS
 
 
 def caption_file(root, collection):
@@ -77,10 +84,11 @@ def load_collection(root, collection, feature):
 
 def item_id(caption_id):
     """The image or video a caption id names: before the first `#`, without
-    an image or video file extension."""
-    item = caption_id.split("#", 1)[0]
+    an image or video file extension (for images, `readers.image_key`: an
+    item is the image id by which `readers.image_file` finds its file)."""
+    item = readers.image_key(caption_id.split("#", 1)[0])
     stem, dot, extension = item.rpartition(".")
-    return stem if dot and f".{extension.lower()}" in ITEM_EXTENSIONS else item
+    return stem if dot and f".{extension.lower()}" in VIDEO_EXTENSIONS else item
 
 
 def item_features(features, items):
@@ -168,19 +176,111 @@ def write_collection(root, collection, feature, item_ids, features, captions):
 def precomp_to_collections(precomp, out, feature="ims", as_frames=False, splits=readers.SPLITS):
     """Writes the splits of a precomp folder as collections named after the
     splits, with the feature folder named `feature`. `as_frames` writes each
-    image as a one-frame video `<image>_0` (pooling must give it back)."""
-    for split in splits:
-        data = readers.load_precomp(precomp, split, feature)
-        items = [item_id(image) if image else f"{split}{k}" for k, image in enumerate(data.image_ids)]
-        rows = [f"{item}_0" for item in items] if as_frames else items
-        captions = [(items[image], caption) for image, caption in zip(data.caption_image, data.captions)]
-        write_collection(out, split, feature, rows, data.images, captions)
+    image as a one-frame video `<image>_0` (pooling must give it back).
+
+    Every input is read and checked first (`InputError` naming the file
+    and line: an image id holding whitespace or '#', two ids of one item,
+    a malformed captions or features file); nothing is written before.
+    The collections are then written into a staging folder beside `out`
+    and moved into place at the end:
+    - `out` missing or empty: the staging folder becomes `out`;
+    - `out` holding collections (another feature of the same data, written
+      before): each split's collection is added if missing; an existing one
+      must hold the same captions (else `InputError`, before any writing),
+      keeps them, and gets the feature folder `FeatureData/<feature>`
+      added or replaced whole. Other content of `out` is left alone.
+    """
+    out = Path(out)
+    files.check_output_dir(out, "--out")
+    converted = [_checked_split(Path(precomp), split, feature, as_frames) for split in splits]
+    existing = out.is_dir() and any(out.iterdir())
+    if existing:
+        for split, _, _, lines in converted:
+            _check_existing_collection(out, split, lines)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # a new folder's permissions, not mkdtemp's private 0700
+    try:
+        for split, rows, features, lines in converted:
+            write_bigfile(staging / split / "FeatureData" / feature, rows, features)
+            path = caption_file(staging, split)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            text = ("\n".join(lines) + "\n").encode("utf-8")
+            files.atomic_write(path, lambda file, text=text: file.write(text))
+        if not existing:
+            if out.is_dir():
+                out.rmdir()  # empty
+            os.replace(staging, out)
+            return
+        for split, _, _, _ in converted:
+            if not (out / split).exists():
+                os.replace(staging / split, out / split)
+                continue
+            target = out / split / "FeatureData" / feature
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.exists():
+                os.replace(target, staging / split / "replaced")
+            os.replace(staging / split / "FeatureData" / feature, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _checked_split(precomp, split, feature, as_frames):
+    """(split, feature row ids, features, caption lines) of one precomp
+    split, its image ids checked as collection items."""
+    data = readers.load_precomp(precomp, split, feature)
+    ids_path = precomp / f"{split}_ids.txt"
+    seen = {}
+    items = []
+    for number, image in enumerate(data.image_ids, start=1):
+        if not image:
+            items.append(f"{split}{number - 1}")
+            continue
+        if any(character.isspace() for character in image):
+            raise InputError(f"{ids_path}: line {number}: image id {image!r} holds whitespace, "
+                             "which separates ids in a collection (bigfile id.txt, caption ids)")
+        if "#" in image:
+            raise InputError(f"{ids_path}: line {number}: image id {image!r} holds '#', "
+                             "which ends the item in a collection's caption ids")
+        item = item_id(image)
+        if item in seen:
+            first, first_image = seen[item]
+            same = "repeats" if first_image == image else f"is the same item {item!r} as"
+            raise InputError(f"{ids_path}: line {number}: image id {image!r} {same} line {first} ({first_image!r})")
+        seen[item] = (number, image)
+        items.append(item)
+    rows = [f"{item}_0" for item in items] if as_frames else items
+    counts, lines = {}, []
+    for image, caption in zip(data.caption_image, data.captions):
+        item = items[image]
+        k = counts[item] = counts.get(item, -1) + 1
+        lines.append(f"{item}#{k} {' '.join(caption.split())}")
+    return split, rows, data.images, lines
+
+
+def _check_existing_collection(out, split, lines):
+    """Fails unless `out/<split>` is missing or a collection of exactly
+    these caption lines (another feature of the same data)."""
+    collection = out / split
+    if not collection.exists():
+        return
+    path = caption_file(out, split)
+    if not path.is_file():
+        raise InputError(f"--out {out}: {collection} exists and is no collection (no {path.relative_to(out)}); "
+                         "choose a new or empty --out")
+    if files.read_lines(path, "caption line") != lines:
+        raise InputError(f"--out {out}: {path} holds other captions than the precomp {split} split; "
+                         "choose a new or empty --out")
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description="Writes a precomp folder as bigfile collections.")
     parser.add_argument("--precomp", required=True, help="a folder in the precomp layout")
-    parser.add_argument("--out", required=True, help="the root folder of the collections")
+    parser.add_argument("--out", required=True,
+                        help="the root folder of the collections: new or empty, or holding these collections "
+                        "(the feature is then added or replaced)")
     parser.add_argument("--feature", default="ims", help="which {split}_<name>.npy to convert (and the feature name)")
     parser.add_argument("--as-frames", action="store_true", help="write every image as a one-frame video <image>_0")
     return parser.parse_args(argv)
@@ -191,7 +291,6 @@ def main(argv=None):
 
 
 def _run(args):
-    files.check_output_dir(args.out, "--out")
     precomp_to_collections(args.precomp, args.out, args.feature, args.as_frames)
     print(f"collections train, dev, test written to {args.out}")
     return 0

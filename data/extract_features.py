@@ -25,7 +25,11 @@ module instead: a tfhub.dev / Kaggle Models handle (downloaded by
 (a TF2 SavedModel, or a TF1 Hub module with an "image_feature_vector" or
 "default" signature). As the Hub convention for such modules, it reads RGB
 scaled to [0, 1] and returns [B, F] features; the crops are the same 224x224
-views as above.
+views as above. The module is probed once on a blank image before any image
+is read: a module whose signature fixes its input size (e.g. 299x299 for
+Inception) gets each 224x224 crop resized to that size (bilinear,
+antialiased); a module that does not return [B, F] vectors (feature maps
+[B, H, W, C], say) is refused in one line naming its output shape.
 
 With `--stages` (VGG backbones) the raw material of a Full-Network Embedding
 (Garcia-Gasulla et al. 2018; Vilalta et al. 2018, Sec. 3.1) is written too:
@@ -139,7 +143,14 @@ def hub_backbone(handle):
 
     Returns:
       A callable (images [B, 224, 224, 3] in [0, 1], training=False) ->
-      [B, F].
+      [B, F]: the images are resized to the module's input size when its
+      signature fixes one (`.input_size`, (height, width) or None); `.dim`
+      is F.
+
+    Raises:
+      InputError: the module cannot be loaded, does not run on [B, H, W, 3]
+        float32 images, or does not return [B, F] vectors (checked up front
+        on one blank image).
     """
     import tensorflow_hub as hub  # Only here: most runs use keras.applications.
 
@@ -159,27 +170,73 @@ def hub_backbone(handle):
         raise InputError(f"--backbone tfhub:{handle}: not a TF Hub module ({reason})") from None
     signatures = getattr(module, "signatures", {})
     if callable(module):
-        function = module
+        function, specs = module, _input_specs(module.__call__)
     else:
         name = next((n for n in ("image_feature_vector", "default") if n in signatures), None)
         if name is None:
             raise InputError(f"--backbone tfhub:{handle}: the module is not callable and has no "
                              "image_feature_vector or default signature")
         signature = signatures[name]
-
-        def function(images):
-            outputs = signature(images)
-            return outputs["default"] if "default" in outputs else next(iter(outputs.values()))
+        function, specs = signature, _input_specs(signature)
+    size = _fixed_input_size(specs)
+    # The module's signature, probed once on one blank image before any
+    # image is read: the input size it takes and the output it gives.
+    height, width = size or (CROP, CROP)
+    try:
+        probe = _feature_output(function(tf.zeros([1, height, width, 3], tf.float32)))
+    except Exception as error:  # noqa: BLE001  whatever the module's function raises on a bad input
+        raise InputError(f"--backbone tfhub:{handle}: the module does not run on [batch, {height}, {width}, 3] "
+                         f"float32 images ({_first_line(error)})") from None
+    if len(probe.shape) != 2:
+        shape = ", ".join(str(d) for d in probe.shape[1:])
+        raise InputError(f"--backbone tfhub:{handle}: the module returns shape [batch, {shape}], not [batch, features] "
+                         "(an image feature-vector module is needed, not one returning feature maps)")
 
     def features(images, training=False):
-        output = function(images)
-        if len(output.shape) != 2:
-            raise InputError(f"--backbone tfhub:{handle}: the module returns shape {output.shape}, "
-                             "not [batch, features] (an image feature-vector module is needed)")
-        return output
+        if size is not None and tuple(images.shape[1:3]) != size:
+            # A module of a fixed input size: each crop resized to it.
+            images = tf.image.resize(images, size, antialias=True)
+        return _feature_output(function(images))
 
     features.module = module  # a signature alone does not keep the module's variables alive
+    features.input_size = size
+    features.dim = int(probe.shape[1])
     return features
+
+
+def _input_specs(function):
+    """The [B, H, W, C] input specs of a (restored) tf.function or concrete
+    function, from its signature(s); [] where it has none."""
+    concrete = getattr(function, "concrete_functions", None)
+    if concrete is None:
+        concrete = [function] if hasattr(function, "structured_input_signature") else []
+    specs = []
+    for candidate in concrete:
+        args, kwargs = candidate.structured_input_signature
+        specs += [spec for spec in tf.nest.flatten((args, kwargs))
+                  if isinstance(spec, tf.TensorSpec) and spec.shape.rank == 4]
+    return specs
+
+
+def _fixed_input_size(specs):
+    """(height, width) when the module's signature fixes its input size,
+    else None."""
+    sizes = {(spec.shape[1], spec.shape[2]) for spec in specs}
+    fixed = [size for size in sizes if size[0] is not None and size[1] is not None]
+    return tuple(int(d) for d in fixed[0]) if len(fixed) == 1 and len(sizes) == 1 else None
+
+
+def _feature_output(outputs):
+    """The features of a module's outputs (a tensor, or a dict of them as
+    a signature returns: its "default" entry, else its first)."""
+    if isinstance(outputs, dict):
+        return outputs["default"] if "default" in outputs else next(iter(outputs.values()))
+    return outputs
+
+
+def _first_line(error):
+    text = str(error).strip()
+    return text.splitlines()[0][:300] if text else type(error).__name__
 
 
 def full_network(features_model, feature_layer):

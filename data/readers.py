@@ -171,17 +171,73 @@ def _check_npy_size(path):
                          f"({needed:,} bytes) but the file has {size:,} bytes; truncated or corrupt")
 
 
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp")
+
+
+def image_key(image_id):
+    """The key two image ids are compared by: the id without a known image
+    extension (`IMAGE_EXTENSIONS`, any case), so that
+    `1258913059_07c613f7ff.jpg` (precomp ids, the Flickr8k text release)
+    and `1258913059_07c613f7ff` (collections, which name items without
+    their extension) are the same image; a folder stays part of the id
+    (`val2014/COCO_val2014_000000391895.jpg` ~ `val2014/COCO_val2014_000000391895`)."""
+    stem, dot, extension = image_id.rpartition(".")
+    return stem if dot and stem and "/" not in extension and f".{extension.lower()}" in IMAGE_EXTENSIONS else image_id
+
+
+def find_image(image_ids, image_id):
+    """The index in `image_ids` of the image `image_id` names (compared by
+    `image_key`), or None."""
+    key = image_key(image_id)
+    return next((index for index, candidate in enumerate(image_ids) if image_key(candidate) == key), None)
+
+
+def image_file(directory, image_id):
+    """The file of image `image_id` under the images folder `directory`, or
+    None when there is none: the one way an image id maps to a file.
+
+    An image id is a relative, '/'-separated path under the folder:
+    - a file name (`1000268201_693b08cb0e.jpg`, Flickr's precomp ids);
+    - a path with sub-folders (`val2014/COCO_val2014_000000391895.jpg`,
+      what `data.extract_features` writes for Karpathy's COCO split);
+    - either without its extension (`1000268201_693b08cb0e`, the item ids
+      of collections, `data.collections`): if `<directory>/<id>` is no
+      file and the id has no known image extension, the first of
+      `<id>.jpg`, `.jpeg`, `.png`, `.gif`, `.bmp` (each lower, then upper
+      case) that is a file is the image's.
+    An empty id, an absolute one, or one with a `..` part (or a backslash)
+    names no file: an id never reaches outside the folder.
+    """
+    parts = image_id.split("/")
+    if not image_id or image_id.startswith("/") or "\\" in image_id or any(part in ("", ".", "..") for part in parts):
+        return None
+    path = Path(directory).joinpath(*parts)
+    if path.is_file():
+        return path
+    if image_key(image_id) != image_id:
+        return None  # it has an image extension: no other name is tried
+    for extension in IMAGE_EXTENSIONS:
+        for candidate in (extension, extension.upper()):
+            file = path.with_name(path.name + candidate)
+            if file.is_file():
+                return file
+    return None
+
+
 def check_image_files(directory, image_ids, argument="--images"):
-    """Fails unless `directory` holds a file for every image id (file
-    names, e.g. Flickr8k's JPEGs)."""
+    """Fails unless `directory` holds a file for every image id (see
+    `image_file`); returns those files, in the order of `image_ids`."""
     directory = Path(directory)
     if not directory.is_dir():
         raise InputError(f"{argument} {directory}: not a directory")
-    missing = [name for name in image_ids if not (directory / name).is_file()]
+    found = [image_file(directory, name) for name in image_ids]
+    missing = [name for name, file in zip(image_ids, found) if file is None]
     if missing:
         raise InputError(
-            f"{argument} {directory}: {len(missing)} of the split's {len(image_ids)} images are missing, e.g. {missing[0]}"
+            f"{argument} {directory}: {len(missing)} of the split's {len(image_ids)} images are missing, "
+            f"e.g. {missing[0]!r}"
         )
+    return found
 
 
 def read_flickr_text(root, split, token_file="Flickr8k.token.txt", split_pattern="Flickr_8k.{split}Images.txt"):

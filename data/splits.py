@@ -61,18 +61,41 @@ def load_split(root, split, image_features="ims"):
     return dataclasses.replace(parts[0], images=np.concatenate([part.images for part in parts], axis=1))
 
 
-def check_image_dim(split, image_dim, path):
-    """Fails unless the features of `split` (read from `path`) have the
-    model's dimension."""
+def feature_files(root, split, image_features="ims"):
+    """The file a user must fix when a split's features are wrong: for each
+    name of `image_features` ("a+b": two), `<root>/<split>_<name>.npy` in the
+    precomp layout, the bigfile folder `<root>/<split>/FeatureData/<name>`
+    for a collection (as `load_split` reads them)."""
+    root = Path(root)
+    names = image_features.split("+")
+    if (root / split / "TextData").is_dir():
+        return [root / split / "FeatureData" / name for name in names]
+    return [root / f"{split}_{name}.npy" for name in names]
+
+
+def features_location(root, split, image_features="ims"):
+    """`feature_files` as one string for messages ("a + b" for two)."""
+    return " + ".join(str(path) for path in feature_files(root, split, image_features))
+
+
+def check_image_dim(split, image_dim, path, expected_from=None):
+    """Fails unless the features of `split` have the model's dimension.
+
+    `path` names them in the error: the feature file or folder the user
+    must fix, `features_location(root, split_name, image_features)`;
+    `expected_from`, if given, names where `image_dim` comes from (the
+    training split's features)."""
     if split.images.shape[1] != image_dim:
+        source = f" (the dimension of {expected_from})" if expected_from else ""
         raise InputError(
-            f"{path}: image features have dimension {split.images.shape[1]}, the model expects {image_dim}"
+            f"{path}: image features have dimension {split.images.shape[1]}, the model expects {image_dim}{source}"
         )
 
 
 def load_experiment_splits(data, max_train_images=None, validate_max_images=None):
     """The train, dev and test splits of a `DataConfig`, read and checked
-    (every split's features of the training features' dimension).
+    (every split's features of the training features' dimension; a split
+    of another dimension is an `InputError` naming its feature file).
 
     Args:
       data: a `DataConfig`.
@@ -90,5 +113,6 @@ def load_experiment_splits(data, max_train_images=None, validate_max_images=None
         dev = dev.first_images(validate_max_images)
     test = load_split(data.path, data.test_split, data.image_features)
     for name, split in ((data.dev_split, dev), (data.test_split, test)):
-        check_image_dim(split, train.images.shape[1], f"{data.path} ({name}, {data.image_features})")
+        check_image_dim(split, train.images.shape[1], features_location(data.path, name, data.image_features),
+                        features_location(data.path, data.train_split, data.image_features))
     return train, dev, test

@@ -33,5 +33,5 @@ def load_model_and_split(args, overrides=()):
     image_features = args.image_features or scorer.image_features
     split_name = args.split or scorer.test_split
     split = splits.load_split(data_root, split_name, image_features)
-    splits.check_image_dim(split, scorer.image_dim, f"{data_root} ({split_name}, {image_features})")
+    splits.check_image_dim(split, scorer.image_dim, splits.features_location(data_root, split_name, image_features))
     return scorer, split

@@ -10,6 +10,14 @@ Protocols:
   full     the whole split (Flickr8k/30k's 1K test; COCO's 5K test).
   5fold1k  COCO's 1K protocol: the split cut into folds of 1000 images,
            metrics averaged over the folds.
+
+An item (image or video) may have any number of captions, one included
+(TrecVid's video-to-text sets). A metric undefined for a split is left out
+of its results with a note saying why, under the key "notes" ({metric:
+text}): the sentence-similarity mean rank `t2t_meanr` needs captions with
+another caption of their item, so it is left out when every item has one
+caption, and taken over the captions that have one (with a note giving
+how many) when only some items have one.
 """
 
 import re
@@ -62,16 +70,41 @@ def rank_all(similarity, image_encodings, text_encodings, caption_image):
 
 def sentence_similarity_mean_rank(similarity, text_encodings, caption_image):
     """Mean rank of the sentence-similarity task (Klein et al. 2015): each
-    caption against all others under the model's own similarity, blocks of
-    query captions at a time."""
+    caption that has another caption of its item (`metrics.captions_with_partners`)
+    against all other captions under the model's own similarity, blocks of
+    query captions at a time.
+
+    Returns:
+      (mean rank, number of query captions); the mean rank is None when no
+      caption has another caption of its item (the task is undefined).
+    """
+    queries = np.flatnonzero(metrics.captions_with_partners(caption_image))
+    if not len(queries):
+        return None, 0
     ranks = [
-        metrics.sentence_similarity_ranks(
-            similarity(text_encodings[a : a + CAPTION_BLOCK], text_encodings), caption_image,
-            np.arange(a, min(a + CAPTION_BLOCK, len(text_encodings))),
-        )
-        for a in range(0, len(text_encodings), CAPTION_BLOCK)
+        metrics.sentence_similarity_ranks(similarity(text_encodings[block], text_encodings), caption_image, block)
+        for block in (queries[a : a + CAPTION_BLOCK] for a in range(0, len(queries), CAPTION_BLOCK))
     ]
-    return float(np.mean(np.concatenate(ranks)))
+    return float(np.mean(np.concatenate(ranks))), len(queries)
+
+
+def add_sentence_similarity(result, similarity, text_encodings, caption_image):
+    """Adds `t2t_meanr` to a metric dictionary, or, where it is undefined or
+    taken over part of the captions, a note saying so (see the module
+    docstring)."""
+    mean_rank, n_queries = sentence_similarity_mean_rank(similarity, text_encodings, caption_image)
+    n_captions = len(caption_image)
+    if mean_rank is None:
+        note = (f"t2t_meanr left out: each of the {n_captions} captions is the only one of its item, and "
+                "sentence similarity ranks another caption of the same item")
+    else:
+        result["t2t_meanr"] = mean_rank
+        if n_queries == n_captions:
+            return result
+        note = (f"t2t_meanr over the {n_queries} of {n_captions} captions that have another caption of their "
+                f"item; {n_captions - n_queries} {'has' if n_captions - n_queries == 1 else 'have'} none")
+    result.setdefault("notes", {})["t2t_meanr"] = note
+    return result
 
 
 def evaluate_encodings(similarity, image_encodings, text_encodings, caption_image, protocol="full",
@@ -81,13 +114,16 @@ def evaluate_encodings(similarity, image_encodings, text_encodings, caption_imag
     With `sentence_similarity` (for a model whose images and captions share
     one space, `RetrievalModel.joint_space`: every model but the pairwise
     m-CNN), also `t2t_meanr`, the mean rank of the sentence-similarity task
-    under the model's own similarity.
+    under the model's own similarity: over the captions with another
+    caption of their item; where some or all have none, "notes" says so
+    (`add_sentence_similarity`). Any number of captions per item works,
+    one included.
     """
     caption_image = np.asarray(caption_image)
     if protocol == "full":
         result = metrics.metrics_from_ranks(*rank_all(similarity, image_encodings, text_encodings, caption_image))
         if sentence_similarity:
-            result["t2t_meanr"] = sentence_similarity_mean_rank(similarity, text_encodings, caption_image)
+            add_sentence_similarity(result, similarity, text_encodings, caption_image)
         return result
     if protocol != "5fold1k":
         raise InputError(f"--protocol {protocol!r}: choose one of {', '.join(PROTOCOLS)}")
@@ -96,19 +132,26 @@ def evaluate_encodings(similarity, image_encodings, text_encodings, caption_imag
         raise InputError(
             f"--protocol 5fold1k needs a multiple of {FOLD_IMAGES} images (at least two folds); the split has {n_images}"
         )
-    results = []
-    for start in range(0, n_images, FOLD_IMAGES):
+    results, notes = [], {}
+    for fold, start in enumerate(range(0, n_images, FOLD_IMAGES), start=1):
         in_fold = (caption_image >= start) & (caption_image < start + FOLD_IMAGES)
         fold_texts, fold_captions = text_encodings[in_fold], caption_image[in_fold] - start
         ranks = rank_all(similarity, image_encodings[start : start + FOLD_IMAGES], fold_texts, fold_captions)
         results.append(metrics.metrics_from_ranks(*ranks))
         if sentence_similarity:
-            results[-1]["t2t_meanr"] = sentence_similarity_mean_rank(similarity, fold_texts, fold_captions)
-    return metrics.average_metrics(results)
+            add_sentence_similarity(results[-1], similarity, fold_texts, fold_captions)
+            for name, note in results[-1].pop("notes", {}).items():
+                notes.setdefault(name, []).append(f"fold {fold}: {note}")
+    result = metrics.average_metrics(results)
+    if notes:
+        result["notes"] = {name: "; ".join(texts) for name, texts in notes.items()}
+    return result
 
 
 def format_table(result):
-    """A two-row text table of the metrics, as the papers print them."""
+    """A two-row text table of the metrics, as the papers print them, then
+    the summary measures and a line per note (a metric left out or taken
+    over part of the split)."""
     header = f"{'':6}{'R@1':>8}{'R@5':>8}{'R@10':>8}{'medr':>8}{'meanr':>8}"
     rows = [header]
     for direction, label in (("i2t", "i2t"), ("t2i", "t2i")):
@@ -118,6 +161,7 @@ def format_table(result):
         rows.append(f"{label:6}{values}")
     rows.append(f"rsum {result['rsum']:.1f}   i2t mAP {result['i2t_map']:.3f}   i2t MIR {result['i2t_mir']:.3f}"
                 + (f"   sentence similarity mean rank {result['t2t_meanr']:.1f}" if "t2t_meanr" in result else ""))
+    rows.extend(f"note: {note}" for note in result.get("notes", {}).values())
     return "\n".join(rows)
 
 

@@ -12,6 +12,7 @@ search by modality, image or caption).
 """
 
 import math
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from common.errors import InputError
+from data.readers import image_file
 
 TENSOR_NAME = "joint_space/.ATTRIBUTES/VARIABLE_VALUE"
 CONFIG_FILE = "projector_config.pbtxt"
@@ -48,14 +50,18 @@ def write_projector(directory, image_encodings, text_encodings, split, images_di
       image_encodings: float [n_images, D].
       text_encodings: float [n_captions, D], the same space.
       split: the `data.readers.RetrievalSplit` encoded.
-      images_dir: optional folder of the split's images by file name, for
-        the sprite; caption points get a blank tile.
+      images_dir: optional folder of the split's images, for the sprite,
+        each found by `data.readers.image_file` (ids with sub-folders, or
+        without an extension); caption points get a blank tile.
     """
     import tensorflow as tf
     from tensorboard.plugins import projector
 
     directory = Path(directory)
     staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # a new folder's permissions, not mkdtemp's private 0700
     try:
         embedding = np.concatenate([image_encodings, text_encodings]).astype(np.float32)
         # save(), not write(): the "checkpoint" state file (relative paths)
@@ -95,10 +101,13 @@ def _write_sprite(path, image_ids, blank_tiles, images_dir):
     side = math.ceil(math.sqrt(tiles))
     sprite = np.full((side * SPRITE_TILE, side * SPRITE_TILE, 3), 235, np.uint8)
     for index, name in enumerate(image_ids):
+        file = image_file(images_dir, name)
+        if file is None:
+            raise InputError(f"--images {images_dir}: no image file for id {name!r}")
         try:
-            image = tf.io.decode_image(tf.io.read_file(str(images_dir / name)), channels=3, expand_animations=False)
+            image = tf.io.decode_image(tf.io.read_file(str(file)), channels=3, expand_animations=False)
         except tf.errors.OpError as error:
-            raise InputError(f"{images_dir / name}: not a readable image ({str(error).splitlines()[0]})") from None
+            raise InputError(f"{file}: not a readable image ({str(error).splitlines()[0]})") from None
         tile = tf.image.resize(image, (SPRITE_TILE, SPRITE_TILE), antialias=True)
         row, column = divmod(index, side)
         sprite[row * SPRITE_TILE:(row + 1) * SPRITE_TILE, column * SPRITE_TILE:(column + 1) * SPRITE_TILE] = (

@@ -94,18 +94,53 @@ def compose_query(scorer, image_features, add=(), subtract=()):
     Args:
       scorer: a `CheckpointScorer` or `SavedModelScorer`.
       image_features: float [N, F].
-      add, subtract: texts (words or sentences).
+      add, subtract: texts (words or sentences): a sequence of strings, or
+        one string, taken as one text (`add="cat"` is `add=["cat"]`, not
+        the letters c, a, t).
 
     Returns:
       float32 [N, D] composed queries. Score them against captions with
       `scorer.similarity(composed, scorer.encode_texts(captions))` or
       against images with `scorer.similarity(scorer.encode_images(images),
-      composed)`. Meaningful for models whose images and texts share one
-      space (Word2VisualVec's visual space, a VSE joint space), not for a
-      pairwise model.
+      composed)`.
+
+    Raises:
+      InputError: the scorer's model has no space that images and texts
+        share (`scorer.joint_space` False: the pairwise m-CNN), where the
+        sum of an image's and a text's encodings means nothing. Meaningful
+        for Word2VisualVec's visual space or a VSE joint space.
+      TypeError: `add` or `subtract` is not a string or a sequence of
+        strings.
+      ValueError: `image_features` is not a 2-D [N, F] array.
     """
-    composed = scorer.encode_images(np.asarray(image_features, np.float32))
+    if not scorer.joint_space:
+        raise InputError(
+            "compose_query: this model scores image-text pairs without a space that images and texts "
+            "share (joint_space is False, e.g. m-CNN), so adding and subtracting its encodings is meaningless"
+        )
+    add, subtract = _texts(add, "add"), _texts(subtract, "subtract")
+    image_features = np.asarray(image_features, np.float32)
+    if image_features.ndim != 2:
+        raise ValueError(
+            f"compose_query: image_features must be a 2-D [N, F] array; got shape {image_features.shape}"
+        )
+    composed = scorer.encode_images(image_features)
     for texts, sign in ((add, 1.0), (subtract, -1.0)):
-        if len(texts):
-            composed = composed + sign * scorer.encode_texts(list(texts)).sum(axis=0)
+        if texts:
+            composed = composed + sign * scorer.encode_texts(texts).sum(axis=0)
     return composed
+
+
+def _texts(texts, name):
+    """`texts` (one string, or an iterable of strings) as a list of strings."""
+    if isinstance(texts, str):
+        return [texts]
+    if isinstance(texts, (bytes, dict)) or not hasattr(texts, "__iter__"):
+        raise TypeError(f"compose_query: {name} must be a string or a sequence of strings; got {type(texts).__name__}")
+    texts = list(texts)
+    for text in texts:
+        if not isinstance(text, str):
+            raise TypeError(
+                f"compose_query: {name} must hold strings; got {type(text).__name__} {text!r}"
+            )
+    return texts

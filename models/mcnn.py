@@ -63,7 +63,9 @@ Readings taken where the paper is silent:
 """
 
 import dataclasses
+import json
 import math
+from pathlib import Path
 
 import keras
 import tensorflow as tf
@@ -80,7 +82,7 @@ from layers.order_violation_similarity import split_blocks
 from layers.text_vectorizer import TextVectorizer
 from models import registry
 from models.base import RetrievalModel, VocabularyConfig
-from models.restore import restore_model
+from models.restore import load_experiment, restore_model
 
 # Where the image enters (Table 1): the 1-based convolution, or after the
 # three convolutions, into the MLP (st).
@@ -350,15 +352,9 @@ class MCNNEnsemble(RetrievalModel):
 
     def fit_split(self, train_split, dev_split, writer, seed):
         """Copies each member's best weights from its model directory."""
-        for variant, member, directory in zip(VARIANTS, self.members(), member_directories(self.config)):
-            config, trained = restore_model(directory)
-            expected = dataclasses.replace(self.config, variant=variant, members=())
-            if config.model.variant != variant or _architecture(config.model) != _architecture(expected):
-                raise InputError(
-                    f"{directory}/config.json: an m-CNN_{config.model.variant} with "
-                    f"{_architecture(config.model)}; the ensemble's {variant} member needs {_architecture(expected)} "
-                    "(train the members and the ensemble with the same --preset)"
-                )
+        member_experiments(self.config)  # every member's config.json before any weight
+        for member, directory in zip(self.members(), member_directories(self.config)):
+            _, trained = restore_model(directory)
             member.set_weights(trained.get_weights())
         return {"members": ", ".join(self.config.members)}
 
@@ -379,9 +375,51 @@ def member_directories(config):
     return config.members
 
 
+def member_experiments(config):
+    """The members' experiment configs, read from their config.json files
+    only (no weights): `InputError` naming a member's config.json when it is
+    not a run of an m-CNN (another family, e.g. a `gru` run, even with the
+    same vocabulary), not of the variant of its place in `model.members`, or
+    not of this ensemble's sizes."""
+    experiments = []
+    for variant, directory in zip(VARIANTS, member_directories(config)):
+        path = Path(directory) / "config.json"
+        name = _model_name(path)
+        if name is not None and (name not in registry.names()
+                                 or not issubclass(registry.get(name).config_class, MCNNConfig)):
+            raise InputError(
+                f"{path}: a {name!r} run, not an m-CNN; the ensemble's {variant} member (model.members) "
+                f"must be a directory trained with --model mcnn-{variant}"
+            )
+        experiment = load_experiment(directory)
+        expected = dataclasses.replace(config, variant=variant, members=())
+        if experiment.model.variant != variant or _architecture(experiment.model) != _architecture(expected):
+            raise InputError(
+                f"{path}: an m-CNN_{experiment.model.variant} with "
+                f"{_architecture(experiment.model)}; the ensemble's {variant} member needs {_architecture(expected)} "
+                "(train the members and the ensemble with the same --preset)"
+            )
+        experiments.append(experiment)
+    return experiments
+
+
+def _model_name(path):
+    """The `model_name` of a config.json, or None where it cannot be read
+    (`load_experiment` then says why)."""
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    name = raw.get("model_name") if isinstance(raw, dict) else None
+    return name if isinstance(name, str) else None
+
+
 def ensemble_vocabulary(config, train_captions, word_vectors=None):
     """The members' vocabulary (read from their model directories; they
-    must share it: the ensemble tokenises a sentence once)."""
+    must share it: the ensemble tokenises a sentence once). The first step
+    of training an ensemble: its members' configs are checked here, before
+    any long work."""
+    member_experiments(config)
     vocabularies = [Vocabulary.load(f"{directory}/vocab.json") for directory in member_directories(config)]
     if any(v.tokens != vocabularies[0].tokens for v in vocabularies[1:]):
         raise InputError(

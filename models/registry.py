@@ -108,9 +108,12 @@ def register(spec):
     return spec
 
 
-def get(name):
-    if name not in _REGISTRY:
-        raise InputError(f"--model {name!r}: unknown model; known models: {', '.join(names())}")
+def get(name, source="--model"):
+    """The `ModelSpec` of `name`; an unknown name is an `InputError` naming
+    where it came from, `source`: the `--model` argument by default, or
+    e.g. "<model_dir>/config.json: model_name" for a name read from a file."""
+    if not isinstance(name, str) or name not in _REGISTRY:
+        raise InputError(f"{source} {name!r}: unknown model; known models: {', '.join(names())}")
     return _REGISTRY[name]
 
 

@@ -16,13 +16,17 @@ BEST_DIR = "best"
 
 
 def load_experiment(model_dir):
-    """Reads `<model_dir>/config.json` back into an `ExperimentConfig`."""
+    """Reads `<model_dir>/config.json` back into an `ExperimentConfig`.
+
+    A `model_name` that names no registered model is an `InputError`
+    naming the file and its key (not `--model`, which the user may not
+    have given)."""
     path = Path(model_dir) / "config.json"
     if not path.exists():
         raise InputError(f"{path}: no config.json; is this a model directory written by train.py?")
 
     def defaults(model_name, preset):
-        spec = registry.get(model_name)
+        spec = registry.get(model_name, f"{path}: model_name")
         return ExperimentConfig(model_name=model_name, preset=preset, model=spec.config_class(),
                                 train=type(spec.train)(), data=type(spec.data)())
 

@@ -5,7 +5,8 @@
 Alternates `--rounds` rounds of the zoo's training step with VSE++'s own
 PyTorch `VSE.train_emb` (model.py of a clone of github.com/fartashf/vsepp;
 needs `pip install torch`) on the same batches, VSE++ in a process of its
-own, and reports the pairs/s of each. The model must be one of the `gru`
+own (a `tools.bench.Worker`: if it dies, say of an import error in the
+clone, the benchmark ends with its reason), and reports the pairs/s of each. The model must be one of the `gru`
 family (a `models.vse.VSEConfig`: `gru`, the RCNs, the Vilalta et al.
 pipelines); VSE++ is built with its options.
 """
@@ -19,6 +20,7 @@ import numpy as np
 
 from common.errors import count, run_command
 from tools.bench import (
+    Worker,
     add_experiment_arguments,
     significant,
     throughput,
@@ -52,8 +54,6 @@ def compare_with_vsepp(name, args):
     """Alternating rounds of the zoo's training step and VSE++'s own
     `VSE.train_emb` (PyTorch, in a process of its own, idle while the zoo
     runs) on the same batches; pairs/s of each."""
-    import multiprocessing
-
     from common.errors import InputError
     from models import registry
     from models.vse import VSEConfig
@@ -74,28 +74,23 @@ def compare_with_vsepp(name, args):
         "grad_clip": train.grad_clip_norm or 0, "learning_rate": train.learning_rate,
     }
     arrays = [(b["image_features"].numpy(), b["token_ids"].numpy()) for b in batches]
-    context = multiprocessing.get_context("spawn")
-    connection, child_end = context.Pipe()
-    worker = context.Process(target=vsepp_worker, args=(child_end, args.vsepp, options, arrays, args.warmup))
-    worker.start()
-    try:
-        message = connection.recv()  # ready, or why not
+    # A Worker: if VSE++'s process dies (an import error in the clone, a
+    # crash), the wait for it ends with its reason instead of hanging.
+    with Worker(f"VSE++ of {args.vsepp}", vsepp_worker, args.vsepp, options, arrays,
+                args.warmup) as worker:
+        message = worker.receive()  # ready, or why not
         if isinstance(message, str):
             raise InputError(message)
         step = zoo_step(model, config, batches[: args.warmup])
         rounds = []
         for _ in range(args.rounds):
             zoo = time_steps(step, batches[args.warmup :])
-            connection.send("round")
-            vsepp = connection.recv()
+            worker.send("round")
+            vsepp = worker.receive()
             rates = {who: throughput(config, args.steps, seconds)["train_pairs_per_s"]
                      for who, seconds in (("zoo", zoo), ("vsepp", vsepp))}
             rounds.append({**rates, "zoo_vs_vsepp": round(rates["zoo"] / rates["vsepp"], 2)})
-        connection.send("stop")
-    finally:
-        worker.join(timeout=60)
-        if worker.is_alive():
-            worker.kill()
+        worker.send("stop")
     flops = training_flops(model, batches[args.warmup :])
     return {
         "model": name,
@@ -161,7 +156,7 @@ def vsepp_worker(connection, path, options, batches, warmup):
     for batch in batches[:warmup]:
         step(batch)
     connection.send(None)
-    while connection.recv() == "round":
+    while connection.recv() == "round":  # until "stop" (or the parent closes the pipe: EOFError)
         connection.send(time_steps(step, batches[warmup:]))
 
 

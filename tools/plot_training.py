@@ -1,7 +1,9 @@
-"""Plots TensorBoard scalars of several training runs side by side, as a PNG.
+"""Plots TensorBoard scalars of several training runs side by side, as a
+figure in the format `--out`'s extension names (.png, .pdf, .svg, ...: any
+format matplotlib writes).
 
-    python -m plot_training runs/gru runs/rcn --out rcn.png
-    python -m plot_training runs/a runs/b --panel loss --panel grad_norm_max \\
+    python -m tools.plot_training runs/gru runs/rcn --out rcn.png
+    python -m tools.plot_training runs/a runs/b --panel loss --panel grad_norm_max \\
         --panel diagnostics/rcn/pass_1/eq9_min_relative_denominator --panel dev:rsum --out a_b.png
 
 Each `--panel` is one TensorBoard tag, read from every run's `logs/train/`
@@ -11,7 +13,9 @@ rsum). A panel whose values span more than two orders of magnitude is drawn
 on a logarithmic scale (when they change sign, symmetric-logarithmic:
 linear within [-1, 1]), so single-step spikes and sign changes stay
 visible. Runs without a tag are
-left out of its panel. The plotted numbers are printed as JSON lines
+left out of its panel. An extension matplotlib cannot write, or an output
+directory that is missing or not writable, is refused before any event file
+is read. The plotted numbers are printed as JSON lines
 (run, panel, steps, values) so that a figure can be checked against them.
 """
 
@@ -33,8 +37,40 @@ def parse_args(argv):
     parser.add_argument("--panel", action="append", help="[dev:]TAG (repeatable; default: %(default)s)")
     parser.add_argument("--label", action="append", help="a legend label per run (default: the directory name)")
     parser.add_argument("--title", default=None)
-    parser.add_argument("--out", required=True, help="PNG file to write")
+    parser.add_argument("--out", required=True,
+                        help="figure to write, in the format of its extension (.png, .pdf, .svg, ...)")
     return parser.parse_args(argv)
+
+
+def figure_format(out, argument="--out"):
+    """The matplotlib format `out`'s extension names ("pdf" for x.pdf), after
+    checking that the file can be written: `InputError`, before any work,
+    for an extension matplotlib cannot write or a directory that is missing
+    or not writable."""
+    import os
+    import tempfile
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    out = Path(out)
+    formats = Figure().canvas.get_supported_filetypes()
+    fmt = out.suffix[1:].lower()
+    if fmt not in formats:
+        found = f"the extension {out.suffix!r}" if out.suffix else "no extension"
+        raise InputError(f"{argument} {out}: {found} names no format matplotlib writes; "
+                         f"end the name in one of {', '.join('.' + f for f in sorted(formats))}")
+    check_output_file(out, argument)
+    try:  # a probe file: catches permissions and read-only file systems alike
+        descriptor, probe = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".probe", dir=out.parent)
+    except OSError as error:
+        raise InputError(f"{argument} {out}: the directory {out.parent} is not writable "
+                         f"({error.strerror or error})") from None
+    os.close(descriptor)
+    os.unlink(probe)
+    return fmt
 
 
 def read_scalars(model_dir, run):
@@ -57,8 +93,9 @@ def read_scalars(model_dir, run):
 
 
 def plot(runs, labels, panels, out, title=None):
-    """Draws one panel per tag; returns the plotted series
-    [{"run", "panel", "steps", "values"}]."""
+    """Draws one panel per tag into `out`, in the format of its extension;
+    returns the plotted series [{"run", "panel", "steps", "values"}]."""
+    fmt = figure_format(out)  # before reading any event file
     import matplotlib
 
     matplotlib.use("Agg")
@@ -91,10 +128,8 @@ def plot(runs, labels, panels, out, title=None):
         figure.suptitle(title)
     figure.tight_layout()
     out = Path(out)
-    if not out.parent.is_dir():
-        raise InputError(f"--out {out}: the directory {out.parent} does not exist")
-    partial = out.with_name(out.name + ".partial.png")
-    figure.savefig(partial, dpi=110)
+    partial = out.with_name(out.name + ".partial")
+    figure.savefig(partial, format=fmt, dpi=110)
     partial.replace(out)
     plt.close(figure)
     return series
@@ -115,7 +150,7 @@ def main(argv=None):
 
 
 def _run(args):
-    check_output_file(args.out, "--out")
+    figure_format(args.out, "--out")
     labels = args.label or [Path(run).name for run in args.runs]
     if len(labels) != len(args.runs):
         raise InputError(f"--label given {len(labels)} times for {len(args.runs)} runs")

@@ -30,13 +30,26 @@ written as its key). The report knows no model's keys: the tables name
 them (see results/tables.toml).
 
 `--update FILE` rewrites each table's block between the lines
-`<!-- report:ID -->` and `<!-- /report:ID -->` of FILE. `--save-snapshot`
-keeps what was read from the runs in one small JSON file, from which
-`--snapshot` regenerates the same output without the runs (the README's
-tables are checked against it by the tests).
+`<!-- report:ID -->` and `<!-- /report:ID -->` of FILE (FILE needs a block
+for every table of tables.toml, and for "other-runs" when there are such
+runs). `--save-snapshot` keeps what was read from the runs in one small
+JSON file, from which `--snapshot` regenerates the same output without the
+runs (the README's tables are checked against it by the tests).
+
+A directory under RUNS is a run when its config.json is a JSON object with
+a "model_name" (train.py's) and it holds a results.json; others (another
+tool's config.json and results.json, a run still training) are skipped. A
+run's config.json and results.json, a snapshot, tables.toml and
+papers.toml are checked whole before any output is made: a missing or
+mistyped key is a one-line error naming the file and the key. All outputs
+(`--update`, `--plot`, `--save-snapshot`) are checked (directories, the
+plot's extension, FILE's blocks) and made in memory before the first is
+written, each atomically: bad input leaves all of them as they were (and a
+write failing on the disk names those written before it).
 """
 
 import argparse
+import copy
 import dataclasses
 import json
 import re
@@ -48,7 +61,7 @@ import tomllib
 from pathlib import Path
 
 from common.errors import InputError, run_command
-from common.files import check_output_file, read_text, write_json_atomically
+from common.files import atomic_write, check_output_file, read_text
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 
@@ -84,13 +97,14 @@ RECALL_KS = (1, 5, 10)
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", nargs="?", help="a directory of model directories written by train.py")
+    parser.add_argument("runs", nargs="?", help="a directory of model directories written by train.py (any depth)")
     parser.add_argument("--snapshot", help="read the runs from a snapshot written by --save-snapshot instead")
     parser.add_argument("--save-snapshot", metavar="JSON", help="write what was read from the runs to this file")
     parser.add_argument("--tables", default=str(RESULTS_DIR / "tables.toml"), help="(default: %(default)s)")
     parser.add_argument("--papers", default=str(RESULTS_DIR / "papers.toml"), help="(default: %(default)s)")
     parser.add_argument("--update", metavar="MARKDOWN", help="rewrite the tables' blocks in this file")
-    parser.add_argument("--plot", metavar="PNG", help="draw the recall@K curves of the first table's runs")
+    parser.add_argument("--plot", metavar="FIGURE", help="draw the recall@K curves of the first table's runs, "
+                        "in the format of the file's extension (.png, .pdf, .svg, ...)")
     return parser.parse_args(argv)
 
 
@@ -98,39 +112,49 @@ def parse_args(argv):
 
 
 def read_runs(root):
-    """{run name: record} of every model directory under `root` with a
-    config.json and a results.json; the name is the path below `root`."""
+    """{run name: record} of every train.py run under `root` (see the
+    module's docstring); the name is the path below `root`."""
     root = Path(root)
     if not root.is_dir():
         raise InputError(f"{root}: not a directory of training runs")
     runs = {}
     for config_path in sorted(root.rglob("config.json")):
         model_dir = config_path.parent
-        if (model_dir / "results.json").is_file():
+        if config_path.is_file() and (model_dir / "results.json").is_file() and _is_train_config(config_path):
             runs[model_dir.relative_to(root).as_posix()] = read_run(model_dir)
     if not runs:
-        raise InputError(f"{root}: no model directory with a config.json and a results.json below it")
+        raise InputError(f"{root}: no model directory with train.py's config.json and a results.json below it")
     return runs
+
+
+def _is_train_config(path):
+    """Whether the config.json at `path` is train.py's (a JSON object with
+    a "model_name"), not another tool's."""
+    try:
+        config = json.loads(read_text(path))
+    except (InputError, json.JSONDecodeError):
+        return False
+    return isinstance(config, dict) and "model_name" in config
 
 
 def read_run(model_dir):
     """The record of one run: what the tables need from its config.json,
-    results.json and dev event files."""
+    results.json and dev event files; a missing or mistyped key is an
+    InputError naming the file and the key."""
     model_dir = Path(model_dir)
-    config, results = (_read_json(model_dir / name) for name in ("config.json", "results.json"))
-    try:
-        record = {
-            "model": config["model_name"],
-            "preset": config["preset"],
-            "command": results.get("command"),
-            "wall_seconds": results.get("wall_seconds"),
-            "peak_memory_bytes": results.get("peak_memory_bytes"),
-            "fit": results.get("fit", {}),
-            "dev": results["dev"],
-            "test": results["test"],
-        }
-    except (KeyError, TypeError) as error:
-        raise InputError(f"{model_dir}: config.json or results.json lacks {error}; not written by train.py?") from None
+    config_path, results_path = model_dir / "config.json", model_dir / "results.json"
+    config, results = _read_json(config_path), _read_json(results_path)
+    if not isinstance(config, dict):
+        raise InputError(f"{config_path}: not a JSON object; not written by train.py?")
+    _check_fields(config, config_path, {"model_name": (_STRING, REQUIRED), "preset": (_STRING, REQUIRED)})
+    if not isinstance(results, dict):
+        raise InputError(f"{results_path}: not a JSON object; not written by train.py?")
+    _check_fields(results, results_path, RESULTS_FIELDS)
+    record = {
+        "model": config["model_name"],
+        "preset": config["preset"],
+        **_with_defaults(results, RESULTS_FIELDS),
+    }
     record["dev_history"] = _dev_rsums(model_dir)
     return record
 
@@ -157,33 +181,245 @@ def _dev_rsums(model_dir):
 
 
 def read_snapshot(path):
+    """(root, {run name: record}) of a snapshot written by --save-snapshot;
+    a malformed one is an InputError naming it (and the run and the key)."""
     snapshot = _read_json(Path(path))
-    if not isinstance(snapshot, dict) or set(snapshot) != {"root", "runs"}:
-        raise InputError(f"{path}: not a snapshot written by `python -m tools.report --save-snapshot`")
-    return snapshot["root"], snapshot["runs"]
+    if not isinstance(snapshot, dict) or not {"root", "runs"} <= snapshot.keys():
+        raise InputError(f"{path}: not a snapshot written by `python -m tools.report --save-snapshot` "
+                         "(a JSON object with \"root\" and \"runs\")")
+    root, runs = snapshot["root"], snapshot["runs"]
+    if not isinstance(root, str):
+        raise InputError(f"{path}: the key 'root' must be a string, got {_json(root)}")
+    if not isinstance(runs, dict) or not runs:
+        raise InputError(f"{path}: the key 'runs' must be an object of runs (run name: record), got {_json(runs)}")
+    records = {}
+    for name, record in runs.items():
+        where = f"{path}: run {name!r}"
+        if not isinstance(record, dict):
+            raise InputError(f"{where}: must be an object (a run's record), got {_json(record)}")
+        _check_fields(record, where, SNAPSHOT_FIELDS)
+        records[name] = _with_defaults(record, SNAPSHOT_FIELDS)
+    return root, records
 
 
 def read_toml(path):
     try:
         with open(path, "rb") as file:
             return tomllib.load(file)
-    except (OSError, tomllib.TOMLDecodeError) as error:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise InputError(f"{path}: {error}") from None
+
+
+# --- Checking the inputs --------------------------------------------------------------------------
+#
+# Each field of a results.json, a snapshot's record, tables.toml and
+# papers.toml is checked before anything is made from it: (what it must
+# be, a check) pairs, and for records the value of an absent key (REQUIRED:
+# none, its absence is an error).
+
+REQUIRED = object()
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_command(value):
+    if not isinstance(value, str):
+        return False
+    try:
+        shlex.split(value)
+    except ValueError:  # an unclosed quote
+        return False
+    return True
+
+
+def _is_metrics(value):
+    return isinstance(value, dict) and all(value.get(key) is None or _is_number(value[key]) for key in METRICS)
+
+
+_STRING = ("a string", lambda value: isinstance(value, str))
+_NUMBER = ("a number", _is_number)
+_METRICS = ("an object of metrics whose values are numbers", _is_metrics)
+# results.json (as train.py writes it), and the record made of it.
+RESULTS_FIELDS = {
+    "dev": (_METRICS, REQUIRED),
+    "test": (_METRICS, REQUIRED),
+    "command": (("a command line (a string shlex can split)", _is_command), None),
+    "wall_seconds": (_NUMBER, None),
+    "peak_memory_bytes": (_NUMBER, None),
+    "fit": (("an object (what the model recorded)", lambda value: isinstance(value, dict)), {}),
+}
+SNAPSHOT_FIELDS = {
+    "model": (_STRING, REQUIRED),
+    "preset": (_STRING, REQUIRED),
+    **RESULTS_FIELDS,
+    "dev_history": (("a list of numbers", lambda value: isinstance(value, list) and all(map(_is_number, value))), []),
+}
+
+
+def _check_fields(values, where, fields):
+    """InputError naming `where` and the key unless each of `fields` ({key:
+    ((what it must be, check), default)}) is there (or has a default) and
+    passes its check; a null is an absent key."""
+    for key, ((what, check), default) in fields.items():
+        value = values.get(key)
+        if value is None:
+            if default is REQUIRED:
+                raise InputError(f"{where}: lacks the key {key!r} ({what})")
+        elif not check(value):
+            if (what, check) == _METRICS and isinstance(value, dict):  # the metric at fault
+                metric = next(metric for metric in METRICS if not (value.get(metric) is None or _is_number(value[metric])))
+                raise InputError(f"{where}: the key '{key}.{metric}' must be a number, got {_json(value[metric])}")
+            raise InputError(f"{where}: the key {key!r} must be {what}, got {_json(value)}")
+
+
+def _with_defaults(values, fields):
+    """{key: value} of each of `fields` (checked by _check_fields), its
+    default where it is absent or null."""
+    return {key: copy.copy(default) if values.get(key) is None else values[key] for key, (_, default) in fields.items()}
+
+
+def _json(value, limit=60):
+    """A value, for errors, as JSON and short."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def check_papers(papers, source):
+    """The papers' rows as papers.toml gives them, checked: [PAPER] tables
+    with an optional source string and [PAPER.ROW] tables of metrics."""
+    for paper, rows in papers.items():
+        if not isinstance(rows, dict):
+            raise InputError(f"{source}: {paper} must be a table [{paper}] of the paper's rows, got {_json(rows)}")
+        for name, row in rows.items():
+            key = f"{paper}.{name}"
+            if name == "source":
+                if not isinstance(row, str):
+                    raise InputError(f"{source}: {key} must be a string, got {_json(row)}")
+                continue
+            if not isinstance(row, dict):
+                raise InputError(f"{source}: {key} must be a table [{key}] of the row's metrics, got {_json(row)}")
+            for metric, value in row.items():
+                if metric not in METRICS:
+                    raise InputError(f"{source}: {key}.{metric}: unknown metric; known: {', '.join(METRICS)}")
+                if not _is_number(value):
+                    raise InputError(f"{source}: {key}.{metric} must be a number, got {_json(value)}")
+    return papers
+
+
+TABLE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+LABEL_FIELDS = ("model", "preset")
+
+
+def check_tables(data, papers, source, papers_source="papers.toml"):
+    """The [[table]] entries of tables.toml (`data`, as read), checked
+    whole (see its header comment): an InputError naming `source`, the
+    table and the key at fault."""
+    unknown = sorted(set(data) - {"table"})
+    if unknown:
+        raise InputError(f"{source}: unknown key {unknown[0]!r}; the file holds only [[table]] entries")
+    tables = data.get("table", [])
+    if isinstance(tables, dict):
+        raise InputError(f"{source}: [table] must be [[table]] (an array of tables, one [[table]] per table)")
+    if not isinstance(tables, list) or not all(isinstance(table, dict) for table in tables):
+        raise InputError(f"{source}: 'table' must be [[table]] entries, got {_json(tables)}")
+    ids = set()
+    for number, table in enumerate(tables, start=1):
+        table_id = table.get("id")
+        if not isinstance(table_id, str) or not TABLE_ID.fullmatch(table_id):
+            raise InputError(f"{source}: [[table]] number {number}: the key 'id' must be a name of letters, digits, "
+                             f"'_', '.' and '-' (its README block's), got {_json(table_id)}")
+        where = f"{source}: table {table_id!r}"
+        if table_id in ids or table_id == "other-runs":
+            raise InputError(f"{where}: " + ("a second table of this id" if table_id in ids else
+                                             "the id 'other-runs' is the report's own table of the runs in no table"))
+        ids.add(table_id)
+        _check_table(table, where, papers, papers_source)
+    return tables
+
+
+def _check_table(table, where, papers, papers_source):
+    unknown = sorted(set(table) - {"id", "labels", "columns", "rows", "commands", "spread"})
+    if unknown:
+        raise InputError(f"{where}: unknown key {unknown[0]!r}; a table has id, labels, columns, rows, commands, spread")
+    for key in ("labels", "columns", "rows"):
+        if key not in table:
+            raise InputError(f"{where}: lacks the key {key!r}")
+    labels, columns, rows = table["labels"], table["columns"], table["rows"]
+    if not isinstance(labels, list) or not labels or not all(isinstance(label, str) for label in labels):
+        raise InputError(f"{where}: the key 'labels' must be a list of the label columns' headers, got {_json(labels)}")
+    if not isinstance(columns, list):
+        raise InputError(f"{where}: the key 'columns' must be a list of columns, got {_json(columns)}")
+    for spec in columns:
+        _column(spec, where)
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise InputError(f"{where}: the key 'rows' must be a list of rows ({{ run = ... }}), got {_json(rows)}")
+    if table.get("commands", "details") != "details":
+        raise InputError(f"{where}: the key 'commands' can only be \"details\" (fold the commands away), "
+                         f"got {_json(table['commands'])}")
+    if not isinstance(table.get("spread", False), bool):
+        raise InputError(f"{where}: the key 'spread' must be true or false, got {_json(table['spread'])}")
+    for number, row in enumerate(rows, start=1):
+        _check_row(row, f"{where}: row {number}", len(labels), papers, papers_source)
+
+
+def _check_row(row, where, n_labels, papers, papers_source):
+    unknown = sorted(set(row) - {"run", "mean", "paper", "labels"})
+    if unknown:
+        raise InputError(f"{where}: unknown key {unknown[0]!r}; a row has run, mean or paper, and labels")
+    if "run" in row:
+        if "mean" in row:
+            raise InputError(f"{where}: has both 'run' and 'mean'; a row is one run or the mean of runs")
+        if not isinstance(row["run"], str) or not row["run"]:
+            raise InputError(f"{where}: the key 'run' must be a run's name (its path below RUNS), got {_json(row['run'])}")
+    elif "mean" in row:
+        runs = row["mean"]
+        if not isinstance(runs, list) or len(runs) < 2 or not all(isinstance(name, str) and name for name in runs):
+            raise InputError(f"{where}: the key 'mean' must be a list of at least two runs' names, got {_json(runs)}")
+        if "paper" in row:
+            raise InputError(f"{where}: a mean row has no paper; a paper's row is a row of its own")
+    elif "paper" not in row:
+        raise InputError(f"{where}: names no run, mean or paper")
+    if "paper" in row:
+        paper, _, name = row["paper"].partition("/") if isinstance(row["paper"], str) else ("", "", "")
+        if name == "source" or not isinstance(papers.get(paper), dict) or name not in papers[paper]:
+            raise InputError(f"{where}: the key 'paper' must name a row PAPER/ROW of {papers_source}, got {_json(row['paper'])}")
+    labels = row.get("labels")
+    if not isinstance(labels, list) or len(labels) != n_labels or not all(isinstance(label, str) for label in labels):
+        raise InputError(f"{where}: the key 'labels' must be a list of {n_labels} strings (one per label column), got {_json(labels)}")
+    for label in labels:
+        _check_label(label, where, "run" in row)
+
+
+def _check_label(label, where, is_run):
+    """A label is a format string: in a run row, {model} and {preset} are
+    its run's; {{ and }} are literal braces."""
+    usage = "a run row's labels may use {model} and {preset}; write a literal brace as {{ or }}"
+    try:
+        fields = [(key, spec, conversion) for _, key, spec, conversion in string.Formatter().parse(label) if key is not None]
+    except ValueError as error:
+        raise InputError(f"{where}: the label {label!r}: {error}; {usage}") from None
+    for key, spec, conversion in fields:
+        if not is_run or key not in LABEL_FIELDS or spec or conversion:
+            field = "{" + key + ("!" + conversion if conversion else "") + (":" + spec if spec else "") + "}"
+            raise InputError(f"{where}: the label {label!r} has the placeholder {field}; {usage}")
 
 
 # --- Tables ---------------------------------------------------------------------------------------
 
 
-def render(tables, papers, runs, root, source="tables.toml"):
-    """{table id: markdown block} of every table with at least one row, plus
-    "other-runs" for the runs that no table names; `source` (the tables'
-    file) names the table in errors."""
+def render(tables, papers, runs, root, source="tables.toml", origins=None):
+    """{table id: markdown block} of every table (checked by check_tables)
+    with at least one row, plus "other-runs" for the runs that no table
+    names; `source` (the tables' file) names the table in errors, `origins`
+    ({run name: its results.json, or the snapshot and the run}) the run."""
     blocks = {}
     named = set()
     for table in tables:
         for row in table["rows"]:
             named.update(_row_runs(row))
-        block = render_table(table, papers, runs, root, source)
+        block = render_table(table, papers, runs, root, source, origins)
         if block is not None:
             blocks[table["id"]] = block
     others = [name for name in runs if name not in named]
@@ -192,13 +428,18 @@ def render(tables, papers, runs, root, source="tables.toml"):
             "id": "other-runs",
             "labels": ["run", "model", "preset"],
             "columns": ["i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "rsum", "dev_rsum", "wall_time"],
-            "rows": [{"run": name, "labels": [name, "`{model}`", "{preset}"]} for name in others],
+            "rows": [{"run": name, "labels": [_literal(name), "`{model}`", "{preset}"]} for name in others],
         }
-        blocks["other-runs"] = render_table(table, papers, runs, root)
+        blocks["other-runs"] = render_table(table, papers, runs, root, source, origins)
     return blocks
 
 
-def render_table(table, papers, runs, root, source="tables.toml"):
+def _literal(text):
+    """`text` as a label that prints it (its braces doubled)."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def render_table(table, papers, runs, root, source="tables.toml", origins=None):
     """One table as markdown: the commands of its runs, then the table; None
     when none of its runs is there."""
     columns = [_column(spec, f"{source}: table {table['id']!r}") for spec in table["columns"]]
@@ -208,9 +449,7 @@ def render_table(table, papers, runs, root, source="tables.toml"):
     headers = [*table["labels"], *(_header(column) for column in columns)]
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for row in rows:
-        if len(row["labels"]) != len(table["labels"]):
-            raise InputError(f"table {table['id']!r}: row {row['labels']} needs {len(table['labels'])} labels")
-        cells = _row_cells(row, columns, papers, runs, spread=table.get("spread", False))
+        cells = _row_cells(row, columns, papers, runs, table.get("spread", False), origins or {})
         lines.append("| " + " | ".join(cells) + " |")
     names = [name for row in rows for name in ([row["run"]] if "run" in row else row.get("mean", []))]
     commands = [_command(runs[name], root, name) for name in dict.fromkeys(names)]
@@ -267,15 +506,16 @@ class FitColumn:
             raise malformed("fit names no recorded key")
         return cls(template, "".join(default_header) if header is None else header, tuple(dict.fromkeys(keys)), where)
 
-    def cell(self, fit):
-        """The template filled in from `fit`; empty when it lacks a key."""
+    def cell(self, fit, origin="the run"):
+        """The template filled in from `fit`; empty when it lacks a key.
+        `origin` (where the fit was read) names the run in errors."""
         values = {key: fit.get(key) for key in self.keys}
         if None in values.values():
             return ""
         try:
             return self.template.format_map(values)
         except (ValueError, TypeError) as error:
-            raise InputError(f"{self.where}: cannot format the fit {values}: {error}") from None
+            raise InputError(f"{self.where}: cannot format the fit {values}: {error} (the fit of {origin})") from None
 
 
 def _is_format_spec(format_spec):
@@ -323,15 +563,19 @@ def _row_runs(row):
     return set(row.get("mean", [])) | ({row["run"]} if "run" in row else set())
 
 
-def _row_cells(row, columns, papers, runs, spread):
+def _labels(row, record=None):
+    """A row's labels, its run's {model} and {preset} filled in."""
+    fields = {"model": record["model"], "preset": record["preset"]} if record else {}
+    return [label.format_map(fields) for label in row["labels"]]
+
+
+def _row_cells(row, columns, papers, runs, spread, origins):
     if "run" in row:
         record = runs[row["run"]]
         paper = _with_sums(_paper_row(papers, row["paper"])) if "paper" in row else {}
-        labels = [label.format_map(record) for label in row["labels"]]
-        return labels + [_run_cell(column, record, paper) for column in columns]
+        origin = origins.get(row["run"], f"run {row['run']!r}")
+        return _labels(row, record) + [_run_cell(column, record, paper, origin) for column in columns]
     if "mean" in row:
-        if len(row["mean"]) < 2:
-            raise InputError(f"mean row {row['labels']}: needs at least two runs, got {row['mean']}")
         cells = []
         for column in columns:
             samples = [_number(column, runs[name]) for name in row["mean"]]
@@ -341,16 +585,16 @@ def _row_cells(row, columns, papers, runs, spread):
                 cells.append(f"{_format(column, statistics.mean(samples))} ± {_format(column, statistics.stdev(samples))}")
             else:
                 cells.append(_format(column, statistics.mean(samples)))
-        return row["labels"] + cells
+        return _labels(row) + cells
     values = _with_sums(_paper_row(papers, row["paper"]))
-    return row["labels"] + [_metric_cell(column, values.get(column)) if column in METRICS else "" for column in columns]
+    return _labels(row) + [_metric_cell(column, values.get(column)) if column in METRICS else "" for column in columns]
 
 
 def _number(column, record):
     """A run's value of a numeric column (test metrics, dev rsum), else None."""
     if column in METRICS:
         return _with_sums(record["test"]).get(column)
-    return record["dev"]["rsum"] if column == "dev_rsum" else None
+    return record["dev"].get("rsum") if column == "dev_rsum" else None
 
 
 def _paper_row(papers, key):
@@ -385,9 +629,9 @@ def _format(column, value):
     return format(value, spec)
 
 
-def _run_cell(column, record, paper):
+def _run_cell(column, record, paper, origin):
     if isinstance(column, FitColumn):
-        return column.cell(record["fit"])
+        return column.cell(record["fit"], origin)
     if column in METRICS or column == "dev_rsum":
         return _metric_cell(column, _number(column, record))
     if column.startswith("paper:"):
@@ -420,22 +664,26 @@ def _command(record, root, name):
 # --- Output ---------------------------------------------------------------------------------------
 
 
-def update_markdown(path, blocks):
-    """Replaces each block's text between `<!-- report:ID -->` and
-    `<!-- /report:ID -->` in the file at `path`."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"{path}: {error}") from None
-    for table_id, block in blocks.items():
-        name = re.escape(table_id)
-        pattern = re.compile(rf"(<!-- report:{name} -->\n)(?:.*?\n)?(<!-- /report:{name} -->)", re.S)
-        if not pattern.search(text):
-            raise InputError(f"{path}: no <!-- report:{table_id} --> ... <!-- /report:{table_id} --> block for table {table_id!r}")
-        text = pattern.sub(lambda match: match.group(1) + block + "\n" + match.group(2), text)
+def _block_pattern(table_id):
+    name = re.escape(table_id)
+    return re.compile(rf"(<!-- report:{name} -->\n)(?:.*?\n)?(<!-- /report:{name} -->)", re.S)
 
-    write_json_atomically(path, text)
+
+def check_blocks(path, text, table_ids):
+    """InputError naming the markdown file `path` (its `text`) unless it has
+    a block for each of `table_ids`."""
+    for table_id in table_ids:
+        if not _block_pattern(table_id).search(text):
+            raise InputError(f"{path}: no <!-- report:{table_id} --> ... <!-- /report:{table_id} --> block for table {table_id!r}")
+
+
+def updated_markdown(path, text, blocks):
+    """The markdown `text` (of the file at `path`) with each block's text
+    between `<!-- report:ID -->` and `<!-- /report:ID -->` replaced."""
+    check_blocks(path, text, blocks)
+    for table_id, block in blocks.items():
+        text = _block_pattern(table_id).sub(lambda match, block=block: match.group(1) + block + "\n" + match.group(2), text)
+    return text
 
 
 def markdown_blocks(text):
@@ -444,39 +692,110 @@ def markdown_blocks(text):
     return {match.group(1): match.group(2) or "" for match in blocks}
 
 
-def plot_recalls(table, runs, out):
+def plot_format(out, argument="--plot"):
+    """The matplotlib format that `out`'s extension names ("pdf" for
+    x.pdf); an InputError naming `argument` for an extension matplotlib
+    cannot write."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    formats = Figure().canvas.get_supported_filetypes()
+    suffix = Path(out).suffix
+    if suffix[1:].lower() not in formats:
+        found = f"the extension {suffix!r}" if suffix else "no extension"
+        raise InputError(f"{argument} {out}: {found} names no format matplotlib writes; "
+                         f"end the name in one of {', '.join('.' + name for name in sorted(formats))}")
+    return suffix[1:].lower()
+
+
+def plot_recalls(table, runs, fmt="png", origins=None):
     """R@K of image annotation and image search for the table's runs, one
-    line each; returns the plotted series [{"run", "label", "i2t", "t2i"}]."""
+    line each, drawn in memory: (the plotted series [{"run", "label",
+    "i2t", "t2i"}], the figure's bytes in the format `fmt`). A run without
+    one of the recalls is an InputError naming where it was read
+    (`origins`: {run name: its results.json, or the snapshot and the run})."""
+    rows = [row for row in table["rows"] if row.get("run") in runs]
+    series = []
+    for row in rows:
+        record = runs[row["run"]]
+        curves = {}
+        for direction in ("i2t", "t2i"):
+            for k in RECALL_KS:
+                if not _is_number(record["test"].get(f"{direction}_r{k}")):
+                    where = (origins or {}).get(row["run"], f"run {row['run']!r}")
+                    raise InputError(f"{where}: lacks the key 'test.{direction}_r{k}', which the recall@K plot (--plot) draws")
+            curves[direction] = [record["test"][f"{direction}_r{k}"] for k in RECALL_KS]
+        label = " ".join(_labels(row, record)).replace("`", "")
+        series.append({"run": row["run"], "label": label, **curves})
+
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(1, 2, figsize=(13, 6), sharey=True)
-    series = []
-    rows = [row for row in table["rows"] if row.get("run") in runs]
-    for i, row in enumerate(rows):
-        record = runs[row["run"]]
-        label = " ".join(label.format_map(record).replace("`", "") for label in row["labels"])
-        curves = {d: [record["test"][f"{d}_r{k}"] for k in RECALL_KS] for d in ("i2t", "t2i")}
-        # 20 colours, then the same dashed.
-        style = {"color": plt.cm.tab20(i % 20), "linestyle": "-" if i < 20 else "--", "marker": "o"}
-        for axis, direction in zip(axes, ("i2t", "t2i")):
-            axis.plot(RECALL_KS, curves[direction], label=label, **style)
-        series.append({"run": row["run"], "label": label, **curves})
-    for axis, title in zip(axes, ("image annotation (i2t)", "image search (t2i)")):
-        axis.set_title(title)
-        axis.set_xscale("log")
-        axis.set_xticks(RECALL_KS, [str(k) for k in RECALL_KS])
-        axis.set_xlabel("K")
-        axis.grid(True, alpha=0.3)
-    axes[0].set_ylabel("R@K (%), Flickr8k 1K test")
-    axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    figure.tight_layout()
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=100)
-    plt.close(figure)
-    return series
+    try:
+        for i, line in enumerate(series):
+            # 20 colours, then the same dashed.
+            style = {"color": plt.cm.tab20(i % 20), "linestyle": "-" if i < 20 else "--", "marker": "o"}
+            for axis, direction in zip(axes, ("i2t", "t2i")):
+                axis.plot(RECALL_KS, line[direction], label=line["label"], **style)
+        for axis, title in zip(axes, ("image annotation (i2t)", "image search (t2i)")):
+            axis.set_title(title)
+            axis.set_xscale("log")
+            axis.set_xticks(RECALL_KS, [str(k) for k in RECALL_KS])
+            axis.set_xlabel("K")
+            axis.grid(True, alpha=0.3)
+        axes[0].set_ylabel("R@K (%), Flickr8k 1K test")
+        axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+        figure.tight_layout()
+        image = io.BytesIO()
+        try:
+            figure.savefig(image, format=fmt, dpi=100)
+        except (RuntimeError, OSError, ValueError) as error:  # e.g. .pgf without a LaTeX to run
+            raise InputError(f"--plot: matplotlib cannot write the figure as .{fmt} ({error_line(error)})") from None
+    finally:
+        plt.close(figure)
+    return series, image.getvalue()
+
+
+def error_line(error):
+    """An exception's message, one line."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def check_output(path, argument):
+    """InputError naming `argument` unless `path` can be written as a file:
+    its directory exists and takes a new file, and it is not a directory."""
+    import os
+    import tempfile
+
+    check_output_file(path, argument)
+    directory = Path(path).parent
+    try:  # a probe file: catches permissions and read-only file systems alike
+        descriptor, probe = tempfile.mkstemp(prefix=f".{Path(path).name}.", suffix=".probe", dir=directory)
+    except OSError as error:
+        raise InputError(f"{argument} {path}: the directory {directory} is not writable ({error.strerror or error})") from None
+    os.close(descriptor)
+    os.unlink(probe)
+
+
+def write_all(outputs):
+    """Writes each (path, bytes) of `outputs`, atomically; when one fails
+    after others were written, the error says which were."""
+    written = []
+    for path, data in outputs:
+        try:
+            atomic_write(path, lambda file, data=data: file.write(data))
+        except InputError as error:
+            if written:
+                raise InputError(f"{error}; already written: {', '.join(written)}") from None
+            raise
+        written.append(str(path))
 
 
 def main(argv=None):
@@ -486,26 +805,47 @@ def main(argv=None):
 def _run(args):
     if (args.runs is None) == (args.snapshot is None):
         raise InputError("give either a runs directory or --snapshot")
-    for argument, path in (("--save-snapshot", args.save_snapshot), ("--plot", args.plot)):
-        if path:
-            check_output_file(path, argument)
-    tables = read_toml(args.tables).get("table", [])
-    papers = read_toml(args.papers)
+    # Every input and output is checked before the runs are read (the long part).
+    outputs = [(argument, path) for argument, path in
+               (("--save-snapshot", args.save_snapshot), ("--update", args.update), ("--plot", args.plot)) if path]
+    for i, (argument, path) in enumerate(outputs):
+        for other_argument, other in [*outputs[:i], ("--tables", args.tables), ("--papers", args.papers)]:
+            if Path(path).resolve() == Path(other).resolve():
+                raise InputError(f"{argument} {path}: is also the file of {other_argument}; give each output a file of its own")
+        check_output(path, argument)
+    fmt = plot_format(args.plot) if args.plot else None
+    papers = check_papers(read_toml(args.papers), args.papers)
+    tables = check_tables(read_toml(args.tables), papers, args.tables, args.papers)
+    if args.plot and not tables:
+        raise InputError(f"--plot {args.plot}: {args.tables} has no table; the plot draws the runs of its first")
+    markdown = None
+    if args.update:
+        markdown = read_text(args.update)
+        check_blocks(args.update, markdown, [table["id"] for table in tables])
     if args.snapshot:
         root, runs = read_snapshot(args.snapshot)
+        origins = {name: f"{args.snapshot}: run {name!r}" for name in runs}
     else:
-        root, runs = args.runs.rstrip("/"), read_runs(args.runs)
-    try:
-        blocks = render(tables, papers, runs, root, args.tables)
-    except KeyError as error:
-        raise InputError(f"{args.tables}: a table or row lacks the key {error}") from None
+        root, runs = args.runs.rstrip("/") or "/", read_runs(args.runs)
+        origins = {name: str(Path(args.runs) / name / "results.json") for name in runs}
+
+    # Everything made in memory, then written.
+    blocks = render(tables, papers, runs, root, args.tables, origins)
+    writes, plotted = [], []
     if args.save_snapshot:
-        write_json_atomically(args.save_snapshot, json.dumps({"root": root, "runs": runs}, indent=1, sort_keys=True) + "\n")
+        text = json.dumps({"root": root, "runs": runs}, indent=1, sort_keys=True) + "\n"
+        writes.append((args.save_snapshot, text.encode("utf-8")))
     if args.update:
-        update_markdown(args.update, blocks)
-    if args.plot and tables:
-        for series in plot_recalls(tables[0], runs, args.plot):
-            print(json.dumps(series), file=sys.stderr)
+        writes.append((args.update, updated_markdown(args.update, markdown, blocks).encode("utf-8")))
+    if args.plot:
+        if not any(row.get("run") in runs for row in tables[0]["rows"]):
+            raise InputError(f"--plot {args.plot}: none of the runs of the first table of {args.tables} "
+                             f"({tables[0]['id']!r}) is there to draw")
+        plotted, image = plot_recalls(tables[0], runs, fmt, origins)
+        writes.append((args.plot, image))
+    write_all(writes)
+    for series in plotted:
+        print(json.dumps(series), file=sys.stderr)
     print("\n\n".join(f"<!-- report:{table_id} -->\n{block}\n<!-- /report:{table_id} -->" for table_id, block in blocks.items()))
     return 0
 

@@ -8,9 +8,11 @@ images and the top-k images of some test captions.
 Queries are drawn at random (`--seed`) from the evaluated split (the
 model's test split by default), `--queries` of each kind. Every retrieved
 caption and image is marked as a match when it belongs to the query in the
-data set. With `--images DIR` (a folder holding the split's JPEGs by their
-file names, e.g. the 1000 Flickr8k test images) the page shows the
-pictures, copied next to it into `<page>_files/` so the page is
+data set. With `--images DIR` (a folder holding the split's images, e.g.
+the 1000 Flickr8k test JPEGs; each image id is found as
+`data.readers.image_file` says: ids with sub-folders such as COCO's
+`val2014/COCO_val2014_...jpg`, and ids without an extension, as
+collections name images) the page shows the pictures, copied next to it into `<page>_files/` so the page is
 self-contained; without it, image file names stand in for them. Retrieval
 scores every query against the whole split with the model's own
 similarity, as evaluation does.
@@ -21,23 +23,24 @@ import html
 import json
 import shutil
 import sys
+import urllib.parse
 from pathlib import Path
 
 import numpy as np
 
-from common.errors import InputError, run_command
+from common.errors import InputError, count, count_or_zero, run_command
 from common.files import check_output_file
-from data.readers import check_image_files
+from data.readers import check_image_files, image_file
 from engine.arguments import add_model_and_split_arguments, load_model_and_split
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_and_split_arguments(parser)
-    parser.add_argument("--images", help="folder of the split's images, by file name (e.g. JPEGs)")
-    parser.add_argument("--queries", type=int, default=8, help="image queries and caption queries, each")
-    parser.add_argument("--k", type=int, default=5, help="results per query")
-    parser.add_argument("--seed", type=int, default=0, help="picks the queries")
+    parser.add_argument("--images", help="folder of the split's images, by image id (e.g. JPEGs)")
+    parser.add_argument("--queries", type=count, default=8, help="image queries and caption queries, each (>= 1)")
+    parser.add_argument("--k", type=count, default=5, help="results per query (>= 1)")
+    parser.add_argument("--seed", type=count_or_zero, default=0, help="picks the queries (>= 0)")
     parser.add_argument("--out", required=True, help="HTML file to write")
     return parser.parse_args(argv)
 
@@ -65,20 +68,29 @@ def _top(scores, k):
 
 def write_page(path, split, image_queries, caption_queries, i2t, t2i, title, images_dir=None):
     """Writes the HTML page (atomically), copying the shown images next to
-    it when `images_dir` is given."""
+    it, into `<page>_files/` (their paths under `images_dir` kept), when
+    `images_dir` is given; each image is found by `data.readers.image_file`."""
     path = Path(path)
     files = path.with_name(path.stem + "_files")
     shown = sorted(set(image_queries) | {j for results in t2i for j, _ in results})
+    sources = {}
     if images_dir is not None:
-        files.mkdir(exist_ok=True)
+        images_dir = Path(images_dir)
         for image in shown:
-            shutil.copyfile(Path(images_dir) / split.image_ids[image], files / split.image_ids[image])
+            source = image_file(images_dir, split.image_ids[image])
+            if source is None:
+                raise InputError(f"--images {images_dir}: no image file for id {split.image_ids[image]!r}")
+            sources[image] = source.relative_to(images_dir)
+        for relative in sources.values():
+            (files / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(images_dir / relative, files / relative)
 
     def picture(image, css_class):
         name = html.escape(split.image_ids[image])
         if images_dir is None:
             return f'<div class="{css_class} missing-image">{name}</div>'
-        return f'<img class="{css_class}" src="{html.escape(files.name)}/{name}" alt="{name}" title="{name}">'
+        src = urllib.parse.quote(f"{files.name}/{sources[image].as_posix()}")
+        return f'<img class="{css_class}" src="{html.escape(src)}" alt="{name}" title="{name}">'
 
     parts = [
         "<!DOCTYPE html>",
@@ -86,8 +98,8 @@ def write_page(path, split, image_queries, caption_queries, i2t, t2i, title, ima
         f"<title>{html.escape(title)}</title>",
         f"<style>{_STYLE}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f"<p>{len(split.images)} images and {len(split.captions)} captions of {html.escape(split.captions_file)}; "
-        "matches (the query's own caption or image) are marked ✓.</p>",
+        (f"<p>{len(split.images)} images and {len(split.captions)} captions of {html.escape(split.captions_file)}; "
+         "matches (the query's own caption or image) are marked ✓.</p>"),
         "<h2>Image → captions</h2>",
     ]
     for query, results in zip(image_queries, i2t):
@@ -136,8 +148,6 @@ def main(argv=None):
 
 
 def _run(args):
-    if args.queries < 1 or args.k < 1:
-        raise InputError(f"--queries and --k must be at least 1; got {args.queries} and {args.k}")
     out = Path(args.out)
     check_output_file(out, "--out")
 

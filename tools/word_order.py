@@ -28,7 +28,7 @@ import numpy as np
 
 from common.errors import InputError, count, count_or_zero, run_command
 from common.files import check_output_file, write_json_atomically
-from data import splits
+from data import readers, splits
 from data.embedded import EMBEDDED_DATA
 
 TABLE5_IMAGE = "1258913059_07c613f7ff.jpg"
@@ -90,11 +90,20 @@ def summarise(drops, true_scores, bootstrap=2000, seed=0):
     }
 
 
+def table5_image(split):
+    """The row of Table 5's image in `split`, its id compared as
+    `data.readers.image_key` says (with or without `.jpg`, as collections
+    name it); an `InputError` naming the split if it is not there."""
+    image = readers.find_image(split.image_ids, TABLE5_IMAGE)
+    if image is None:
+        raise InputError(f"{split.source}: image {TABLE5_IMAGE} (Table 5's) is not in this split; "
+                         "word_order needs the Flickr8k test split")
+    return image
+
+
 def table5_row(scorer, split):
     """The scores of Table 5's image with S0-S3."""
-    if TABLE5_IMAGE not in split.image_ids:
-        raise InputError(f"{split.source}: image {TABLE5_IMAGE} (Table 5's) is not in this split")
-    image = split.image_ids.index(TABLE5_IMAGE)
+    image = table5_image(split)
     images = scorer.encode_images(split.images[image : image + 1])
     return scorer.similarity(images, scorer.encode_texts(list(TABLE5_SENTENCES)))[0].tolist()
 
@@ -103,7 +112,8 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", action="append", default=[], help="a directory written by train.py (repeatable)")
     parser.add_argument("--saved-model", action="append", default=[], help="an exported SavedModel (repeatable)")
-    parser.add_argument("--data", help="precomp data folder (default: the model's, else the embedded Flickr8k)")
+    parser.add_argument("--data", help="precomp or collections data folder (default: the model's, else the embedded "
+                        "Flickr8k); its split must hold Table 5's image")
     parser.add_argument("--split", default="test")
     parser.add_argument("--shuffles", type=count, default=3, help="random word orders per caption")
     parser.add_argument("--bootstrap", type=count, default=2000, help="bootstrap resamples for the CI")
@@ -112,8 +122,6 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if not args.model_dir and not args.saved_model:
         parser.error("give at least one --model-dir or --saved-model")
-    if args.shuffles < 1 or args.bootstrap < 1:
-        parser.error("--shuffles and --bootstrap must be positive")
     return args
 
 
@@ -128,11 +136,19 @@ def _run(args):
         check_output_file(args.json, "--json")
     scorers = {directory: scoring.CheckpointScorer.from_model_dir(directory) for directory in args.model_dir}
     scorers.update({path: scoring.SavedModelScorer(path) for path in args.saved_model})
-    results = {}
+    # Every model's split is read and checked (Table 5's image in it)
+    # before any scoring, which takes a while on a whole split.
+    data = {}
     for name, scorer in scorers.items():
         data_root = args.data or scorer.data_path or EMBEDDED_DATA
         split = splits.load_split(data_root, args.split, scorer.image_features)
-        splits.check_image_dim(split, scorer.image_dim, f"{data_root} ({args.split})")
+        splits.check_image_dim(split, scorer.image_dim,
+                               splits.features_location(data_root, args.split, scorer.image_features))
+        table5_image(split)
+        data[name] = split
+    results = {}
+    for name, scorer in scorers.items():
+        split = data[name]
         drops, true_scores = word_order_drops(scorer, split, args.shuffles, args.seed)
         results[name] = {"table5": table5_row(scorer, split),
                          **summarise(drops, true_scores, args.bootstrap, args.seed)}

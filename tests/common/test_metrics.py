@@ -155,3 +155,50 @@ def test_sentence_similarity_ranks_leave_the_query_out():
         metrics.sentence_similarity_ranks(sims[3:], caption_image, text_index=np.array([3, 4])), [1, 4])
     with pytest.raises(ValueError, match="only one"):
         metrics.sentence_similarity_ranks(np.ones((2, 2)), np.array([0, 1]))
+
+
+# --- one caption per item (TrecVid video-to-text) ------------------------------
+
+
+def test_captions_with_partners_marks_captions_that_share_their_image():
+    # Images 0 and 2 have one caption each; image 1 two; image 3 three; in any order.
+    caption_image = np.array([0, 1, 2, 1, 3, 3, 3])
+    np.testing.assert_array_equal(metrics.captions_with_partners(caption_image),
+                                  [False, True, False, True, True, True, True])
+    assert not metrics.captions_with_partners(np.arange(4)).any()
+
+
+def test_sentence_similarity_over_the_captions_with_partners():
+    """Image 0 has captions 0 and 2, image 1 caption 1 only (a candidate,
+    not a query), image 2 caption 3 only."""
+    caption_image = np.array([0, 1, 0, 2])
+    sims = np.array([
+        [9.0, 5.0, 3.0, 1.0],  # caption 2 after caption 1: rank 2
+        [0.0, 9.0, 0.0, 0.0],  # (not a query)
+        [4.0, 6.0, 9.0, 7.0],  # caption 0 after 3 and 1: rank 3
+        [0.0, 0.0, 0.0, 9.0],  # (not a query)
+    ])
+    queries = np.flatnonzero(metrics.captions_with_partners(caption_image))
+    np.testing.assert_array_equal(queries, [0, 2])
+    np.testing.assert_array_equal(metrics.sentence_similarity_ranks(sims[queries], caption_image, queries), [2, 3])
+    with pytest.raises(ValueError, match="caption 1 is the only one of its image"):
+        metrics.sentence_similarity_ranks(sims, caption_image)
+
+
+def test_retrieval_metrics_of_one_caption_per_image():
+    """Three images, one caption each: i2t ranks [1, 2, 1], t2i ranks [1, 1, 2]."""
+    sims = np.array([
+        [0.9, 0.1, 0.8],  # image 0: caption 0 first
+        [0.8, 0.7, 0.0],  # image 1: caption 1 after caption 0
+        [0.1, 0.2, 0.6],  # image 2: caption 2 first
+    ])  # columns: caption 0 -> image 0 first, caption 1 -> image 1 first, caption 2 -> image 2 after image 0
+    result = metrics.retrieval_metrics(sims, np.arange(3))
+    assert result["i2t_meanr"] == pytest.approx(4 / 3) and result["i2t_r1"] == pytest.approx(200 / 3)
+    assert result["t2i_meanr"] == pytest.approx(4 / 3) and result["t2i_r1"] == pytest.approx(200 / 3)
+    assert result["i2t_map"] == pytest.approx((1 + 1 / 2 + 1) / 3)  # AP of one true caption = 1 / its rank
+    assert result["i2t_mir"] == pytest.approx((1 + 1 / 2 + 1) / 3)
+
+
+def test_average_metrics_averages_each_metric_over_the_results_that_have_it():
+    results = [{"rsum": 100.0, "t2t_meanr": 4.0, "notes": {}}, {"rsum": 200.0, "notes": {"t2t_meanr": "left out"}}]
+    assert metrics.average_metrics(results) == {"rsum": 150.0, "t2t_meanr": 4.0}

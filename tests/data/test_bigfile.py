@@ -151,6 +151,32 @@ def test_fifo_in_place_of_a_file_is_an_error_not_a_hang(tmp_path, name, message)
         raise error
 
 
+@pytest.mark.parametrize("shape, message", [
+    # Python refuses to convert an integer of over 4,300 digits (a ValueError before the fix).
+    ("9" * 5000 + " 3", r"shape\.txt: the row count has 5000 digits \(999999999999\.\.\.\): larger than any feature file"),
+    ("2 " + "7" * 5000, r"shape\.txt: the dimension has 5000 digits \(777777777777\.\.\.\): larger than any feature file"),
+    ("1" + "0" * 18 + " 3", r"shape\.txt: the row count has 19 digits"),
+    ("-2 3", r"shape\.txt: expected two positive integers '<rows> <dimension>', got '-2 3'"),
+    ("2.0 3", r"shape\.txt: expected two positive integers '<rows> <dimension>', got '2\.0 3'"),
+    ("2e0 3", r"shape\.txt: expected two positive integers '<rows> <dimension>', got '2e0 3'"),
+    ("2 00", r"shape\.txt: expected two positive integers '<rows> <dimension>', got '2 00'"),
+    ("3" * 100 + " x", r"shape\.txt: expected two positive integers .*, got '3{80}' \(and 22 more characters\)$"),
+])
+def test_shape_txt_of_huge_or_malformed_numbers_is_an_input_error(tmp_path, shape, message):
+    """shape.txt with a 5,000-digit count, a negative, a decimal or an
+    exponent is a one-line InputError naming shape.txt."""
+    folder = write_by_hand(tmp_path / "shape", shape=shape)
+    with pytest.raises(InputError, match=message) as error:
+        BigFile(folder)
+    assert str(error.value).startswith(str(folder / "shape.txt")) and "\n" not in str(error.value)
+    assert len(str(error.value)) < 300
+
+
+def test_leading_zeros_in_shape_txt_do_not_count_as_digits(tmp_path):
+    table = BigFile(write_by_hand(tmp_path / "zeros", shape="0" * 30 + "2 0003"))
+    assert (len(table), table.dim) == (2, 3)
+
+
 def test_non_ascii_digit_in_shape_is_an_input_error(tmp_path):
     """shape.txt '² 3' (a character str.isdigit accepts and int rejects) is an InputError naming shape.txt."""
     with pytest.raises(InputError, match=r"shape\.txt"):

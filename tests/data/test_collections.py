@@ -9,6 +9,7 @@ end to end, not anything about video retrieval."""
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -363,3 +364,127 @@ def test_collections_with_their_own_names_train_and_evaluate(tmp_path):
     out = tmp_path / "metrics.json"
     assert evaluate.main(["--model-dir", str(model_dir), "--json", str(out)]) == 0
     assert json.loads(out.read_text())["rsum"] == pytest.approx(results["test"]["rsum"], abs=1e-6)
+
+
+# --- checked inputs and a staged, all-or-nothing output ---------------------
+
+
+def tiny_precomp(root, ids=None, broken=None):
+    """A precomp folder of 3 images x 5 captions per split; `ids` {split: ids}
+    overrides the default ids; `broken` {file name: text} replaces files."""
+    root.mkdir(parents=True, exist_ok=True)
+    for s, split in enumerate(readers.SPLITS):
+        np.save(root / f"{split}_ims.npy", np.arange(12, dtype=np.float32).reshape(3, 4) + 100 * s)
+        (root / f"{split}_caps.txt").write_text("".join(f"a {split} caption {k} of image {i}\n"
+                                                        for i in range(3) for k in range(5)))
+        names = (ids or {}).get(split, [f"{split}_{i}.jpg" for i in range(3)])
+        (root / f"{split}_ids.txt").write_text("\n".join(names) + "\n")
+    for name, text in (broken or {}).items():
+        (root / name).write_text(text)
+    return root
+
+
+def snapshot(folder):
+    """{relative path: bytes or None (a folder)} of everything under `folder`."""
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None) for p in sorted(folder.rglob("*"))}
+
+
+@pytest.mark.parametrize("ids, broken, message", [
+    ({"dev": ["a.jpg", "b c.jpg", "d.jpg"]}, None,
+     r"dev_ids\.txt: line 2: image id 'b c\.jpg' holds whitespace"),
+    ({"test": ["a.jpg", "b.jpg", "a.jpg"]}, None, r"test_ids\.txt: line 3: image id 'a\.jpg' repeats line 1"),
+    ({"test": ["a.jpg", "a.png", "b.jpg"]}, None,
+     r"test_ids\.txt: line 2: image id 'a\.png' is the same item 'a' as line 1 \('a\.jpg'\)"),
+    ({"train": ["a#1.jpg", "b.jpg", "c.jpg"]}, None, r"train_ids\.txt: line 1: image id 'a#1\.jpg' holds '#'"),
+    (None, {"test_caps.txt": "one\n\nthree\n"}, r"test_caps\.txt: line 2 is an empty caption"),
+    (None, {"dev_ids.txt": "a.jpg\nb.jpg\n"}, r"dev_ids\.txt: 2 ids for 3 images"),
+], ids=["space", "duplicate", "same-item", "hash", "empty-caption", "id-count"])
+@pytest.mark.parametrize("out_state", ["missing", "previous"])
+def test_bad_inputs_are_one_line_errors_and_leave_out_unchanged(tmp_path, capsys, ids, broken, message, out_state):
+    """Every input problem (in any split) is one line naming the file and line, exit 2, --out untouched."""
+    out = tmp_path / "out"
+    precomp = tiny_precomp(tmp_path / "bad", ids, broken)
+    if out_state == "previous":
+        assert collections.main(["--precomp", str(tiny_precomp(tmp_path / "good")), "--out", str(out)]) == 0
+    before = snapshot(tmp_path)
+    capsys.readouterr()
+    assert collections.main(["--precomp", str(precomp), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {precomp}/") and re.search(message, err[0])
+    assert snapshot(tmp_path) == before  # no half-converted --out, no staging folder left
+
+
+def test_ids_with_a_folder_convert_and_read_back(tmp_path, capsys):
+    """COCO-style ids `val2014/<file>.jpg` are valid collection items `val2014/<file>`."""
+    ids = {split: [f"val2014/COCO_{split}_{i}.jpg" for i in range(3)] for split in readers.SPLITS}
+    out = tmp_path / "out"
+    assert collections.main(["--precomp", str(tiny_precomp(tmp_path / "p", ids)), "--out", str(out)]) == 0
+    got = splits.load_split(out, "dev")
+    assert got.image_ids == ["val2014/COCO_dev_0", "val2014/COCO_dev_1", "val2014/COCO_dev_2"]
+    np.testing.assert_array_equal(got.images, np.arange(12).reshape(3, 4) + 100)
+    assert got.captions[5] == "a dev caption 0 of image 1" and got.caption_image.tolist() == [0] * 5 + [1] * 5 + [2] * 5
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # the staging folder is gone
+
+
+def test_an_interrupted_conversion_leaves_out_as_it_was(tmp_path, monkeypatch):
+    """A failure while writing (here the second split's features) leaves --out missing, or as before."""
+    precomp = tiny_precomp(tmp_path / "p")
+    calls = []
+
+    def failing(*args):
+        calls.append(args)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return original(*args)
+
+    original = collections.write_bigfile
+    monkeypatch.setattr(collections, "write_bigfile", failing)
+    out = tmp_path / "out"
+    assert collections.main(["--precomp", str(precomp), "--out", str(out)]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p"]
+    monkeypatch.setattr(collections, "write_bigfile", original)
+    assert collections.main(["--precomp", str(precomp), "--out", str(out)]) == 0
+    before = snapshot(out)
+    calls.clear()
+    monkeypatch.setattr(collections, "write_bigfile", failing)
+    np.save(precomp / "train_ims.npy", np.ones((3, 4), np.float32))
+    assert collections.main(["--precomp", str(precomp), "--out", str(out)]) == 2
+    assert snapshot(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["out", "p"]
+
+
+def test_an_existing_out_gets_another_feature_of_the_same_data(tmp_path):
+    """A second feature is added to the collections; a feature written again is replaced whole."""
+    precomp = tiny_precomp(tmp_path / "p")
+    for split in readers.SPLITS:
+        np.save(precomp / f"{split}_other.npy", np.full((3, 2), 7, np.float32))
+    out = tmp_path / "out"
+    assert collections.main(["--precomp", str(precomp), "--out", str(out)]) == 0
+    captions = (out / "test" / "TextData" / "test.caption.txt").read_bytes()
+    assert collections.main(["--precomp", str(precomp), "--out", str(out), "--feature", "other"]) == 0
+    both = splits.load_split(out, "test", "ims+other")
+    np.testing.assert_array_equal(both.images[:, 4:], np.full((3, 2), 7))
+    np.testing.assert_array_equal(both.images[:, :4], np.arange(12).reshape(3, 4) + 200)
+    np.save(precomp / "test_other.npy", np.full((3, 3), 9, np.float32))
+    assert collections.main(["--precomp", str(precomp), "--out", str(out), "--feature", "other"]) == 0
+    np.testing.assert_array_equal(splits.load_split(out, "test", "other").images, np.full((3, 3), 9))
+    assert (out / "test" / "TextData" / "test.caption.txt").read_bytes() == captions
+    assert sorted(p.name for p in (out / "test").iterdir()) == ["FeatureData", "TextData"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "p"]
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda out: (out / "test").mkdir(parents=True), r"test exists and is no collection"),
+    (lambda out: (out / "test" / "TextData").mkdir(parents=True) or
+     (out / "test" / "TextData" / "test.caption.txt").write_text("x#0 another caption\n"),
+     r"test\.caption\.txt holds other captions than the precomp test split"),
+])
+def test_an_existing_out_of_other_data_is_refused(tmp_path, capsys, make, message):
+    out = tmp_path / "out"
+    make(out)
+    (out / "notes.txt").write_text("mine")
+    precomp = tiny_precomp(tmp_path / "p")
+    before = snapshot(tmp_path)
+    assert collections.main(["--precomp", str(precomp), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: --out {out}: ") and re.search(message, err[0])
+    assert snapshot(tmp_path) == before

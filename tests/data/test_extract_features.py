@@ -251,3 +251,79 @@ def test_offline_tfhub_handle_gives_a_one_line_message(release, tmp_path, monkey
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(f"error: --backbone tfhub:{handle}: cannot download the module (")
     assert err[-1].endswith("pass its directory as --backbone tfhub:PATH")
+
+
+class _FixedSizeModule(tf.Module):
+    """A module that takes 32x32 images only (as Inception takes 299x299):
+    its features are the pixels of every 8th row and column, [B, 48]."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 32, 32, 3], tf.float32)])
+    def __call__(self, images):
+        return tf.reshape(images[:, ::8, ::8, :], [-1, 4 * 4 * 3])
+
+
+class _FeatureMapModule(tf.Module):
+    """A module returning feature maps [B, H / 8, W / 8, 5], not vectors."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, None, 3], tf.float32)])
+    def __call__(self, images):
+        return tf.nn.avg_pool2d(images, 8, 8, "VALID") @ tf.ones([3, 5])
+
+
+class _GreyModule(tf.Module):
+    """A module of one-channel images: it cannot run on RGB."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, None, 1], tf.float32)])
+    def __call__(self, images):
+        return tf.reduce_mean(images, axis=[1, 2])
+
+
+@pytest.mark.parametrize("crops", [1, 10])
+def test_tfhub_module_of_a_fixed_input_size_gets_the_crops_resized_to_it(release, tmp_path, crops):
+    images, text = release
+    tf.saved_model.save(_FixedSizeModule(), str(tmp_path / "fixed"))
+    out = tmp_path / "out"
+    argv = ["--splits", "test", "--crops", str(crops), "--backbone", f"tfhub:{tmp_path / 'fixed'}"]
+    assert run_cli(images, text, out, *argv) == 0
+    features = readers.load_precomp(out, "test", "ims").images
+    # The 224x224 views scaled to [0, 1], each resized to 32x32 (bilinear,
+    # antialiased), every 8th pixel kept, averaged over the views.
+    if crops == 1:
+        views = [extract_features.load_image(str(IMAGES[2]), 224).numpy() / 255]
+    else:
+        image = extract_features.load_image(str(IMAGES[2]), 256).numpy() / 255
+        views = [image[y : y + 224, x : x + 224] for y, x in [(0, 0), (0, 32), (32, 0), (32, 32), (16, 16)]]
+        views += [view[:, ::-1] for view in views]
+    small = [tf.image.resize(view, (32, 32), antialias=True).numpy() for view in views]
+    expected = np.mean([view[::8, ::8].reshape(-1) for view in small], axis=0)
+    assert features.shape == (1, 48)
+    np.testing.assert_allclose(features[0], expected, rtol=1e-4, atol=1e-6)
+
+
+def test_tfhub_backbone_probes_the_modules_signature_once_up_front(tmp_path):
+    tf.saved_model.save(_FixedSizeModule(), str(tmp_path / "fixed"))
+    _save_module(tmp_path / "any-size", as_signature=True)
+    fixed = extract_features.hub_backbone(str(tmp_path / "fixed"))
+    assert (fixed.input_size, fixed.dim) == ((32, 32), 48)
+    crops = tf.random.uniform([2, 224, 224, 3], seed=1)
+    np.testing.assert_allclose(fixed(crops), tf.image.resize(crops, (32, 32), antialias=True)[:, ::8, ::8].numpy()
+                               .reshape(2, 48), rtol=1e-6)
+    any_size = extract_features.hub_backbone(str(tmp_path / "any-size"))
+    assert (any_size.input_size, any_size.dim) == (None, 4)
+
+
+@pytest.mark.parametrize("module, message", [
+    (_FeatureMapModule, "the module returns shape [batch, 28, 28, 5], not [batch, features]"),
+    (_GreyModule, "the module does not run on [batch, 224, 224, 3] float32 images ("),
+])
+def test_tfhub_module_that_gives_no_feature_vectors_is_refused_before_reading_images(
+        release, tmp_path, capsys, module, message):
+    images, text = release
+    # A corrupt image: it would be named first if the images were read before the module is probed.
+    (images / NAMES[2]).write_bytes(b"not a jpeg")
+    path = tmp_path / "module"
+    tf.saved_model.save(module(), str(path))
+    assert run_cli(images, text, tmp_path / "o", "--splits", "test", "--backbone", f"tfhub:{path}") == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --backbone tfhub:{path}: {message}") and err.count("\n") == 1, err
+    assert not (tmp_path / "o").exists()

@@ -202,3 +202,63 @@ def test_first_images_keeps_the_captions_of_the_kept_images_in_order():
         assert whole.captions == split.captions and whole.image_ids == split.image_ids
         np.testing.assert_array_equal(whole.images, split.images)
         np.testing.assert_array_equal(whole.caption_image, split.caption_image)
+
+
+# --- image ids and the files they name --------------------------------------
+
+
+@pytest.mark.parametrize("image_id, key", [
+    ("1258913059_07c613f7ff.jpg", "1258913059_07c613f7ff"),
+    ("1258913059_07c613f7ff", "1258913059_07c613f7ff"),
+    ("photo.JPEG", "photo"),
+    ("val2014/COCO_val2014_000000391895.jpg", "val2014/COCO_val2014_000000391895"),
+    ("clip.v2", "clip.v2"),
+    ("clip.mp4", "clip.mp4"),
+    (".jpg", ".jpg"),
+])
+def test_image_key_drops_an_image_extension_only(image_id, key):
+    assert readers.image_key(image_id) == key
+
+
+def test_find_image_matches_ids_with_or_without_their_extension():
+    ids = ["a.jpg", "1258913059_07c613f7ff", "val2014/b.png"]
+    assert readers.find_image(ids, "1258913059_07c613f7ff.jpg") == 1
+    assert readers.find_image(ids, "a") == 0
+    assert readers.find_image(ids, "val2014/b.jpg") == 2
+    assert readers.find_image(ids, "b.png") is None  # the folder is part of the id
+
+
+def image_folder(root):
+    """An images folder: flat, in a sub-folder, and an upper-case extension."""
+    (root / "val2014").mkdir(parents=True)
+    for name in ("flat.jpg", "val2014/COCO_1.jpg", "other.PNG", "both.png", "both.jpg"):
+        (root / name).write_bytes(b"not decoded here")
+    return root
+
+
+@pytest.mark.parametrize("image_id, file", [
+    ("flat.jpg", "flat.jpg"),
+    ("flat", "flat.jpg"),
+    ("val2014/COCO_1.jpg", "val2014/COCO_1.jpg"),
+    ("val2014/COCO_1", "val2014/COCO_1.jpg"),
+    ("other", "other.PNG"),
+    ("both", "both.jpg"),  # .jpg comes before .png
+    ("flat.png", None),  # an id with an image extension names that file only
+    ("missing", None),
+    ("", None),
+    ("../images/flat.jpg", None),  # never outside the folder
+    ("val2014/../flat.jpg", None),
+    ("/flat.jpg", None),
+    ("val2014//COCO_1.jpg", None),
+])
+def test_image_file(tmp_path, image_id, file):
+    root = image_folder(tmp_path / "images")
+    assert readers.image_file(root, image_id) == (None if file is None else root / file)
+
+
+def test_check_image_files_accepts_folders_and_ids_without_extension(tmp_path):
+    root = image_folder(tmp_path / "images")
+    found = readers.check_image_files(root, ["val2014/COCO_1.jpg", "flat", "other"])
+    assert found == [root / "val2014/COCO_1.jpg", root / "flat.jpg", root / "other.PNG"]
+    with pytest.raises(InputError, match=r"^--images .*images: 1 of the split's 2 images are missing, e.g. 'val2014/x'$"):
+        readers.check_image_files(root, ["flat", "val2014/x"])

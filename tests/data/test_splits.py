@@ -67,13 +67,43 @@ def test_the_configs_split_names_and_features_are_read(tmp_path):
 
 
 @pytest.mark.parametrize("split", ["dev", "test"])
-def test_a_split_of_another_feature_dimension_is_named(data, split):
+def test_a_split_of_another_feature_dimension_names_its_feature_file(data, split):
     write_precomp(Path(data.path), split, SIZES[split], dim=4)
     with pytest.raises(InputError) as error:
         splits.load_experiment_splits(data)
+    root = Path(data.path)
     assert str(error.value) == (
-        f"{data.path} ({split}, ims): image features have dimension 4, the model expects 3"
+        f"{root / f'{split}_ims.npy'}: image features have dimension 4, the model expects 3 "
+        f"(the dimension of {root / 'train_ims.npy'})"
     )
+
+
+def test_a_collection_of_another_feature_dimension_names_its_feature_folder(tmp_path):
+    """Collections: the bigfile folder `<root>/<collection>/FeatureData/<feature>`
+    is named, and with two features ("a+b") both folders."""
+    from data import collections
+
+    for name, dims in (("tr", (2, 3)), ("va", (2, 4)), ("te", (2, 3))):
+        items = [f"{name}{i}" for i in range(2)]
+        for feature, dim in zip(("a", "b"), dims):
+            collections.write_collection(tmp_path, name, feature, items, np.ones((2, dim)),
+                                         [(item, f"caption of {item}") for item in items])
+    config = splits.DataConfig(path=str(tmp_path), image_features="a+b", train_split="tr", dev_split="va",
+                               test_split="te")
+    with pytest.raises(InputError) as error:
+        splits.load_experiment_splits(config)
+    folders = " + ".join(str(tmp_path / "va" / "FeatureData" / f) for f in ("a", "b"))
+    train_folders = " + ".join(str(tmp_path / "tr" / "FeatureData" / f) for f in ("a", "b"))
+    assert str(error.value) == (
+        f"{folders}: image features have dimension 6, the model expects 5 (the dimension of {train_folders})"
+    )
+
+
+def test_feature_files_of_each_layout(tmp_path):
+    (tmp_path / "clips" / "TextData").mkdir(parents=True)
+    assert splits.feature_files(tmp_path, "dev", "ims") == [tmp_path / "dev_ims.npy"]
+    assert splits.feature_files(tmp_path, "clips", "x+y") == [tmp_path / "clips" / "FeatureData" / "x",
+                                                             tmp_path / "clips" / "FeatureData" / "y"]
 
 
 def test_a_missing_split_is_an_input_error_naming_its_file(data):

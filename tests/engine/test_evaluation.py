@@ -138,3 +138,56 @@ def test_a_caption_the_model_refuses_is_an_input_error_naming_the_captions_file(
     with pytest.raises(InputError) as error:
         evaluation.evaluate(Refusing(), hand_split())
     assert str(error.value) == "hand/test_caps.txt: empty caption: line 3"
+
+
+# --- any number of captions per item, one included (TrecVid video-to-text) ---
+
+
+def one_caption_split():
+    """Images 0 and 1 with one caption each (the captions c0 and c2)."""
+    from data.readers import RetrievalSplit
+
+    return RetrievalSplit(images=np.eye(2, dtype=np.float32), captions=["c0", "c2"], caption_image=np.array([0, 1]),
+                          image_ids=["", ""], source="hand", captions_file="hand/test_caps.txt")
+
+
+def test_one_caption_per_item_leaves_sentence_similarity_out_with_a_note():
+    """Each caption ranks its own image first and vice versa; t2t_meanr is
+    undefined (no other caption of the same item) and a note says so."""
+    result = evaluation.evaluate(FakeScorer(), one_caption_split())
+    notes = result.pop("notes")
+    assert notes == {"t2t_meanr": "t2t_meanr left out: each of the 2 captions is the only one of its item, and "
+                                  "sentence similarity ranks another caption of the same item"}
+    assert result == pytest.approx({
+        "i2t_r1": 100.0, "i2t_r5": 100.0, "i2t_r10": 100.0, "i2t_medr": 1.0, "i2t_meanr": 1.0,
+        "t2i_r1": 100.0, "t2i_r5": 100.0, "t2i_r10": 100.0, "t2i_medr": 1.0, "t2i_meanr": 1.0,
+        "rsum": 600.0, "i2t_map": 1.0, "i2t_mir": 1.0,
+    })
+    table = evaluation.format_table({**result, "notes": notes})
+    assert "sentence similarity" not in table.splitlines()[3]
+    assert table.splitlines()[-1] == f"note: {notes['t2t_meanr']}"
+
+
+def test_sentence_similarity_over_the_captions_that_have_a_partner():
+    """Image 0 has c0 and c1, image 1 only c2: the queries are c0 and c1
+    (each ranks the other first: mean rank 1; c2 is a candidate only)."""
+    from data.readers import RetrievalSplit
+
+    split = RetrievalSplit(images=np.eye(2, dtype=np.float32), captions=["c0", "c1", "c2"],
+                           caption_image=np.array([0, 0, 1]), image_ids=["", ""], source="hand")
+    result = evaluation.evaluate(FakeScorer(), split)
+    assert result["t2t_meanr"] == 1.0
+    assert result["notes"] == {"t2t_meanr": "t2t_meanr over the 2 of 3 captions that have another caption of "
+                                            "their item; 1 has none"}
+    # A split where every caption has a partner gets no note.
+    assert "notes" not in evaluation.evaluate(FakeScorer(), hand_split())
+
+
+def test_5fold1k_of_one_caption_per_image_notes_each_fold():
+    rng = np.random.default_rng(0)
+    images = rng.normal(size=(2000, 8)).astype(np.float32)
+    texts = images + rng.normal(scale=0.5, size=images.shape).astype(np.float32)
+    result = evaluation.evaluate_encodings(dot, images, texts, np.arange(2000), protocol="5fold1k")
+    assert "t2t_meanr" not in result and result["rsum"] > 0
+    assert result["notes"]["t2t_meanr"].startswith("fold 1: t2t_meanr left out: each of the 1000 captions")
+    assert "; fold 2: t2t_meanr left out" in result["notes"]["t2t_meanr"]

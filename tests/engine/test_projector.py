@@ -81,3 +81,65 @@ def test_bad_projector_arguments_fail_before_any_work(trained, tmp_path, capsys,
 def test_images_need_the_projector(trained, capsys):
     assert evaluate.main(["--model-dir", str(trained), "--images", str(IMAGES)]) == 2
     assert "add --projector" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def unusual_ids(sample_data, tmp_path_factory):
+    """The 8 sample images under ids with a folder (`pics/<file>.jpg`, as
+    COCO's `val2014/...`) in a precomp folder, the same split as a
+    collection (ids `pics/<file>`, no extension), and an images folder
+    holding `pics/`."""
+    from data import collections
+
+    root = tmp_path_factory.mktemp("unusual_ids")
+    ids = (sample_data / "test_ids.txt").read_text().split()
+    precomp = root / "precomp"
+    precomp.mkdir()
+    np.save(precomp / "test_ims.npy", np.load(sample_data / "test_ims.npy"))
+    (precomp / "test_caps.txt").write_bytes((sample_data / "test_caps.txt").read_bytes())
+    (precomp / "test_ids.txt").write_text("".join(f"pics/{name}\n" for name in ids))
+    images = root / "images"
+    (images / "pics").mkdir(parents=True)
+    for name in ids:
+        (images / "pics" / name).write_bytes((IMAGES / name).read_bytes())
+    collections.precomp_to_collections(precomp, root / "collections", splits=("test",))
+    return {"precomp": precomp, "collections": root / "collections", "images": images, "ids": ids}
+
+
+@pytest.mark.parametrize("layout", ["precomp", "collections"])
+def test_sprite_of_ids_with_a_folder_or_without_extension(trained, unusual_ids, layout, tmp_path, capsys):
+    """`pics/x.jpg` and `pics/x` find images/pics/x.jpg for the sprite."""
+    import tensorflow as tf
+
+    logdir = tmp_path / "projector"
+    argv = ["--model-dir", str(trained), "--data", str(unusual_ids[layout]), "--projector", str(logdir),
+            "--images", str(unusual_ids["images"])]
+    assert evaluate.main(argv) == 0
+    client = projector_client(logdir)
+    [info] = client.get("/info?run=.").json["embeddings"]
+    rows = client.get(f"/metadata?run=.&name={info['tensorName']}").get_data(as_text=True).splitlines()
+    first = unusual_ids["ids"][0]
+    assert rows[1] == f"image\tpics/{first if layout == 'precomp' else first[:-len('.jpg')]}\t"
+    sprite = tf.io.decode_png(client.get(f"/sprite_image?run=.&name={info['tensorName']}").get_data()).numpy()
+    for index in (0, 7):
+        image = tf.io.read_file(str(IMAGES / unusual_ids["ids"][index]))
+        tile = tf.image.resize(tf.io.decode_jpeg(image), (48, 48), antialias=True).numpy()
+        row, column = divmod(index, 7)
+        np.testing.assert_allclose(sprite[row * 48:(row + 1) * 48, column * 48:(column + 1) * 48],
+                                   np.clip(tile, 0, 255).astype(np.uint8), atol=1)
+
+
+def test_an_image_missing_from_a_sub_folder_fails_before_any_work(trained, unusual_ids, tmp_path, capsys):
+    """One of the collection's images absent: exit 2, one line naming --images and the id, nothing written."""
+    images = tmp_path / "images"
+    (images / "pics").mkdir(parents=True)
+    for name in unusual_ids["ids"][1:]:
+        (images / "pics" / name).write_bytes((IMAGES / name).read_bytes())
+    logdir = tmp_path / "projector"
+    argv = ["--model-dir", str(trained), "--data", str(unusual_ids["collections"]), "--projector", str(logdir),
+            "--images", str(images)]
+    assert evaluate.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"error: --images {images}: 1 of the split's 8 images are missing, "
+                       f"e.g. 'pics/{unusual_ids['ids'][0][:-len('.jpg')]}'")
+    assert not logdir.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["images"]

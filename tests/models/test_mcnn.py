@@ -190,14 +190,37 @@ def test_ensemble_is_assembled_from_the_members_best_checkpoints(trained_mcnn_me
     np.testing.assert_allclose(total, sum(members), rtol=1e-5, atol=1e-5)
 
 
+def _member_lookalike(tmp_path, name, member, model_name):
+    """A directory with `member`'s vocabulary and a hand-written config.json
+    of `model_name` (no checkpoint: it must be refused before one is read)."""
+    directory = tmp_path / name
+    directory.mkdir()
+    (directory / "vocab.json").write_bytes((member / "vocab.json").read_bytes())
+    config = {"model_name": model_name, "preset": "quick", "model": {"word_dim": 50}, "train": {}, "data": {}}
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
 def test_ensemble_refuses_missing_or_mismatched_members(trained_mcnn_members, tmp_path, capsys):
     import train
 
     members = [str(trained_mcnn_members[v]) for v in VARIANTS]
+    no_vocabulary = tmp_path / "no-vocabulary"
+    no_vocabulary.mkdir()
+    (no_vocabulary / "config.json").write_bytes((trained_mcnn_members["phs"] / "config.json").read_bytes())
+    # Another family's run with the members' very vocabulary.
+    gru = _member_lookalike(tmp_path, "gru-run", trained_mcnn_members["phs"], "gru")
+    unknown = _member_lookalike(tmp_path, "unknown-run", trained_mcnn_members["phl"], "no-such-model")
     cases = [
         (members[:3], "needs the model directories of its 4 members"),
-        ([members[0], str(tmp_path), *members[2:]], "vocab.json: file not found"),
+        ([members[0], str(tmp_path), *members[2:]], f"{tmp_path}/config.json: no config.json"),
+        ([members[0], str(no_vocabulary), *members[2:]], "no-vocabulary/vocab.json: file not found"),
+        ([members[1], *members[1:]], f"{members[1]}/config.json: an m-CNN_phs with"),
         ([members[1], *members[1:]], "the ensemble's wd member needs"),
+        ([members[0], str(gru), *members[2:]],
+         (f"{gru}/config.json: a 'gru' run, not an m-CNN; the ensemble's phs member (model.members) "
+          "must be a directory trained with --model mcnn-phs")),
+        ([*members[:2], str(unknown), members[3]], f"{unknown}/config.json: a 'no-such-model' run, not an m-CNN"),
     ]
     for i, (given, message) in enumerate(cases):
         argv = ["--model", "mcnn-ens", "--preset", "quick", "--model-dir", str(tmp_path / f"ens{i}"),
@@ -206,4 +229,5 @@ def test_ensemble_refuses_missing_or_mismatched_members(trained_mcnn_members, tm
         assert train.main(argv) == 2
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1, err
-    assert not (tmp_path / "ens2" / "saved_model").exists()
+        # Refused at the vocabulary step, before the run's directory is written.
+        assert not (tmp_path / f"ens{i}").exists()

@@ -52,3 +52,20 @@ def test_a_directory_without_a_readable_config_json_is_named(tmp_path):
     (tmp_path / "config.json").write_text('{"model_name": "nope", "preset": "paper"}')
     with pytest.raises(InputError, match="unknown model"):
         load_experiment(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["nosuch", 7, ["gru"]])
+def test_an_unknown_model_name_in_config_json_names_the_file_and_key_not_an_argument(tmp_path, name):
+    """The user gave no --model: the error names config.json and its model_name key."""
+    (tmp_path / "config.json").write_text(json.dumps({"model_name": name, "preset": "paper"}))
+    with pytest.raises(InputError) as error:
+        load_experiment(tmp_path)
+    assert str(error.value) == (
+        f"{tmp_path / 'config.json'}: model_name {name!r}: unknown model; known models: {', '.join(registry.names())}"
+    )
+    assert "--model" not in str(error.value)
+
+
+def test_an_unknown_model_argument_is_still_named_as_the_argument():
+    with pytest.raises(InputError, match=r"^--model 'nosuch': unknown model; known models: "):
+        registry.get("nosuch")

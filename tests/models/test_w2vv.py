@@ -168,8 +168,11 @@ def test_query_composition_adds_and_subtracts_predicted_visual_vectors(trained_w
     scorer = scoring.SavedModelScorer(trained_w2vv / "saved_model")
     image = load_precomp(EMBEDDED_DATA, "test").images[:2]
     composed = scoring.compose_query(scorer, image, add=["cat"], subtract=["dog"])
-    expected = image - scorer.encode_texts(["dog"]) + scorer.encode_texts(["cat"])
-    np.testing.assert_allclose(composed, expected, atol=1e-6)
+    # Word2VisualVec's images encode as their features; the texts' predicted
+    # visual vectors straight from the SavedModel, not via the scorer.
+    dog, cat = scorer.loaded.encode_text(tf.constant(["dog", "cat"])).numpy()
+    np.testing.assert_allclose(composed, image - dog + cat, atol=1e-6)
+    np.testing.assert_allclose(scoring.compose_query(scorer, image, add="cat"), image + cat, atol=1e-6)
     np.testing.assert_array_equal(scoring.compose_query(scorer, image), image)
 
 

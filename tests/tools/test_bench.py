@@ -2,6 +2,8 @@ import ast
 import json
 from pathlib import Path
 
+import pytest
+
 from engine import train_step
 from tools import bench
 
@@ -85,3 +87,24 @@ def test_bench_imports_no_model_family():
                  if isinstance(node, ast.ImportFrom) and node.module == "models" for alias in node.names}
     assert imported & {f"models.{family}" for family in FAMILIES} == set()
     assert "hasattr" not in Path(bench.__file__).read_text()
+
+
+def test_every_numeric_argument_of_the_benchmarks_is_range_checked(capsys):
+    """Each count of tools/bench*.py rejects 0 (or -1 where 0 is allowed) and
+    a non-integer with argparse's one-line usage error, status 2."""
+    from tools import bench_order_similarity, bench_vsepp
+
+    cases = [
+        (bench.parse_args, ["--steps", "0"], "--steps: must be at least 1; got 0"),
+        (bench.parse_args, ["--warmup", "-1"], "--warmup: must be at least 0; got -1"),
+        (bench.parse_args, ["--steps", "2.5"], "--steps: expected an integer; got '2.5'"),
+        (bench_vsepp.parse_args, ["clone", "--rounds", "0"], "--rounds: must be at least 1; got 0"),
+        (bench_vsepp.parse_args, ["clone", "--steps", "-3"], "--steps: must be at least 1; got -3"),
+        (bench_order_similarity.parse_args, ["--images", "0"], "--images: must be at least 1; got 0"),
+        (bench_order_similarity.parse_args, ["--images", "2", "--dim", "0"], "--dim: must be at least 1; got 0"),
+    ]
+    for parse, argv, message in cases:
+        with pytest.raises(SystemExit) as exit_:
+            parse(argv)
+        assert exit_.value.code == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f"argument {message}"), argv

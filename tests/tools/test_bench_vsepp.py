@@ -1,7 +1,17 @@
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
-from tools import bench_vsepp
+from common.errors import InputError
+from tools import bench, bench_vsepp
 
+# Not tests.helpers' REPO: its TensorFlow import would slow every worker
+# process, which imports this module to find its target.
+REPO = Path(__file__).resolve().parents[2]
 TINY = ["--set", "model.word_dim=8", "--set", "model.embed_dim=16", "--steps", "2", "--warmup", "1"]
 
 
@@ -24,3 +34,97 @@ def test_vsepp_comparison_takes_one_clone(capsys):
     with pytest.raises(SystemExit):
         bench_vsepp.main(["--model", "gru"])
     assert "VSEPP_CLONE" in capsys.readouterr().err
+
+
+# --- the worker process is supervised (tools.bench.Worker) -------------------
+
+# A stand-in for PyTorch, just enough for `vsepp_worker` to reach the clone's model.py.
+FAKE_TORCH = """
+class Tensor:
+    pass
+
+
+class cuda:
+    @staticmethod
+    def is_available():
+        return False
+"""
+
+
+def test_a_clone_whose_model_py_fails_to_import_ends_the_command_with_its_error(tmp_path):
+    """VSE++'s process dies importing the clone's model.py: the command ends
+    (it used to wait forever for the dead worker) with exit 2 and one line
+    naming model.py, its line and the exception."""
+    clone, fake = tmp_path / "vsepp", tmp_path / "fake"
+    clone.mkdir()
+    (clone / "model.py").write_text("import torch\nimport vsepp_dependency_that_is_missing\n")
+    (fake / "torch").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text(FAKE_TORCH)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake), str(REPO)]), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    argv = [sys.executable, "-m", "tools.bench_vsepp", str(clone), *TINY, "--steps", "1", "--warmup", "0",
+            "--rounds", "1"]
+    began = time.monotonic()
+    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    error_lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert error_lines == [
+        f"error: VSE++ of {clone} failed: {clone / 'model.py'}:2: "
+        "ModuleNotFoundError: No module named 'vsepp_dependency_that_is_missing'"
+    ]
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert time.monotonic() - began < 90  # the zoo's model is built first; a hang would run into the timeout
+
+
+def dies_without_a_word(connection, status):
+    os._exit(status)
+
+
+def raises(connection, text):
+    raise RuntimeError(text + "\nsecond line")
+
+
+def answers_then_dies(connection):
+    connection.send("ready")
+    connection.recv()
+    os._exit(0)
+
+
+def test_a_worker_that_dies_without_a_word_ends_the_wait_with_its_exit_status():
+    began = time.monotonic()
+    with bench.Worker("the worker", dies_without_a_word, 3) as worker:
+        with pytest.raises(InputError) as error:
+            worker.receive()
+    assert str(error.value) == "the worker: the worker process exited with status 3 without an answer"
+    assert worker.process.exitcode == 3 and time.monotonic() - began < 30
+
+
+def test_a_worker_killed_by_a_signal_is_named_with_the_signal():
+    with bench.Worker("the worker", answers_then_dies) as worker:
+        assert worker.receive() == "ready"
+        worker.process.kill()
+        with pytest.raises(InputError, match=r"^the worker: the worker process was killed by signal 9 without an answer$"):
+            worker.receive()
+
+
+def test_a_worker_exception_is_relayed_as_one_line_with_its_place():
+    with bench.Worker("the worker", raises, "it broke") as worker:
+        with pytest.raises(InputError) as error:
+            worker.receive()
+    assert str(error.value) == f"the worker failed: {__file__}:{raises.__code__.co_firstlineno + 1}: RuntimeError: it broke"
+    assert worker.process.exitcode == 1
+
+
+def test_a_worker_that_ends_after_answering_fails_the_next_wait():
+    """The parent does not hold the child's end of the pipe: after the
+    child's death, the next receive ends at once."""
+    with bench.Worker("the worker", answers_then_dies) as worker:
+        assert worker.receive() == "ready"
+        worker.send("go")
+        with pytest.raises(InputError, match="exited with status 0 without an answer"):
+            worker.receive(timeout=30)
+
+
+def test_leaving_the_block_ends_a_worker_waiting_for_a_message():
+    with bench.Worker("the worker", answers_then_dies) as worker:
+        assert worker.receive() == "ready"
+    assert not worker.process.is_alive() and worker.process.exitcode == 1  # its recv got an end of file

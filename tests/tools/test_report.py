@@ -144,10 +144,10 @@ def test_update_snapshot_and_errors(runs_dir, tmp_path, capsys):
     assert "table 'bad': unknown column 'r@1'" in capsys.readouterr().err
     tables.write_text('[[table]]\nid = "bad"\ncolumns = ["rsum"]\nrows = [{ run = "a", labels = ["a"] }]\n')
     assert report.main(["--snapshot", str(snapshot), *common]) == 2
-    assert f"error: {tables}: a table or row lacks the key 'labels'" in capsys.readouterr().err
+    assert f"error: {tables}: table 'bad': lacks the key 'labels'" in capsys.readouterr().err
     tables.write_text('[[table]]\nid = "bad"\nlabels = ["m"]\ncolumns = ["rsum"]\nrows = [{ mean = ["a"], labels = ["a"] }]\n')
     assert report.main(["--snapshot", str(snapshot), *common]) == 2
-    assert "mean row ['a']: needs at least two runs" in capsys.readouterr().err
+    assert f"error: {tables}: table 'bad': row 1: the key 'mean' must be a list of at least two runs' names" in capsys.readouterr().err
 
 
 def _record(fit):
@@ -239,6 +239,7 @@ def test_fit_column_errors_from_the_command_name_the_tables_file(runs_dir, capsy
     err = capsys.readouterr().err
     assert err.startswith(f"error: {tables}: table 'bad': column {{ fit = '{{cca_eta:.1f}} {{cca_dev_rsum:d}}' }}: cannot format the fit "
                           "{'cca_eta': 0.01, 'cca_dev_rsum': 99.5}: ") and err.count("\n") == 1
+    assert err.endswith(f" (the fit of {runs / 'a' / 'results.json'})\n")  # and the run whose value it is
 
 
 def test_a_trained_runs_command_dev_history_and_plot(trained, tmp_path):
@@ -255,7 +256,276 @@ def test_a_trained_runs_command_dev_history_and_plot(trained, tmp_path):
     assert report._command(record, "runs", "tiny") == shlex.join(words)
 
     table = {"rows": [{"run": "tiny", "labels": ["`{model}`", "{preset}"]}]}
-    series = report.plot_recalls(table, {"tiny": record}, tmp_path / "plot" / "recall.png")
-    assert (tmp_path / "plot" / "recall.png").stat().st_size > 10_000
+    series, image = report.plot_recalls(table, {"tiny": record}, "png")
+    assert image.startswith(b"\x89PNG") and len(image) > 10_000
     assert series == [{"run": "tiny", "label": "gru quick", "i2t": [results["test"][f"i2t_r{k}"] for k in (1, 5, 10)],
                        "t2i": [results["test"][f"t2i_r{k}"] for k in (1, 5, 10)]}]
+
+
+# --- Bad input: one line naming the file and the key, exit status 2, no output touched ---------------
+
+
+@pytest.fixture
+def workspace(runs_dir, tmp_path):
+    """The runs, tables and papers of `runs_dir`, a snapshot of them, and an
+    output directory holding a markdown file with the tables' blocks."""
+    runs, tables, papers = runs_dir
+    out = tmp_path / "out"
+    out.mkdir()
+    markdown = out / "doc.md"
+    markdown.write_text("intro\n<!-- report:one -->\nold one\n<!-- /report:one -->\n<!-- report:two -->\n<!-- /report:two -->\n"
+                        "<!-- report:other-runs -->\n<!-- /report:other-runs -->\nend\n")
+    snapshot = tmp_path / "snapshot.json"
+    assert report.main([str(runs), "--tables", str(tables), "--papers", str(papers), "--save-snapshot", str(snapshot)]) == 0
+    return {"runs": runs, "tables": tables, "papers": papers, "snapshot": snapshot, "out": out, "markdown": markdown}
+
+
+def _state(directory):
+    """Every file below `directory`: its bytes and modification time."""
+    return {path: (path.read_bytes(), path.stat().st_mtime_ns) for path in sorted(directory.rglob("*")) if path.is_file()}
+
+
+def _fails(capsys, workspace, argv, *fragments):
+    """Runs the command with `argv` (and the workspace's tables and papers
+    unless given), which must fail with one line naming what is wrong (each
+    of `fragments`), leaving the output directory as it was; returns the line."""
+    files = ["--tables", str(workspace["tables"]), "--papers", str(workspace["papers"])]
+    before = _state(workspace["out"])
+    capsys.readouterr()
+    assert report.main([*argv, *files[2 * ("--tables" in argv):]]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
+    for fragment in fragments:
+        assert fragment in captured.err
+    assert _state(workspace["out"]) == before
+    return captured.err
+
+
+def _update(workspace):
+    return ["--update", str(workspace["markdown"])]
+
+
+def test_folders_that_are_not_train_py_runs_are_skipped(workspace, capsys):
+    runs = workspace["runs"]
+    (runs / "eval").mkdir()  # another tool's results.json, no config.json
+    (runs / "eval" / "results.json").write_text("[1, 2]")
+    for name, config in [("tool", '{"setting": 1}'), ("list", "[]"), ("text", "not json")]:  # another tool's config.json
+        (runs / "a" / name).mkdir()
+        (runs / "a" / name / "config.json").write_text(config)
+        (runs / "a" / name / "results.json").write_text('[{"score": 1}]')
+    (runs / "odd" / "config.json").mkdir(parents=True)  # a directory named config.json
+    (runs / "odd" / "results.json").write_text("{}")
+    assert report.main([str(runs), "--tables", str(workspace["tables"]), "--papers", str(workspace["papers"])]) == 0
+    printed = capsys.readouterr().out
+    assert sorted(report.read_runs(runs)) == ["a", "b", "nested/c"]
+    assert "| nested/c | `fv-gmm` |" in printed and not re.search(r"eval|tool|list|text|odd", printed)
+
+
+@pytest.mark.parametrize(("file", "content", "problem"), [
+    ("results.json", "[1, 2]", "results.json: not a JSON object"),
+    ("results.json", '{"test": {}}', "results.json: lacks the key 'dev'"),
+    ("results.json", '{"dev": {}, "test": [1]}', "results.json: the key 'test' must be an object of metrics whose values are numbers, got [1]"),
+    ("results.json", '{"dev": {}, "test": {"i2t_r1": "12.5"}}', "results.json: the key 'test.i2t_r1' must be a number, got \"12.5\""),
+    ("results.json", '{"dev": {}, "test": {}, "command": "train.py --set \\"x"}', "results.json: the key 'command' must be a command line"),
+    ("results.json", '{"dev": {}, "test": {}, "wall_seconds": "90"}', "results.json: the key 'wall_seconds' must be a number, got \"90\""),
+    ("results.json", '{"dev": {}, "test": {}, "peak_memory_bytes": true}', "results.json: the key 'peak_memory_bytes' must be a number"),
+    ("results.json", '{"dev": {}, "test": {}, "fit": [0.1]}', "results.json: the key 'fit' must be an object"),
+    ("config.json", '{"model_name": "gru"}', "config.json: lacks the key 'preset'"),
+    ("config.json", '{"model_name": "gru", "preset": 1}', "config.json: the key 'preset' must be a string, got 1"),
+])
+def test_a_runs_malformed_results_or_config_is_an_error_naming_that_file(workspace, capsys, file, content, problem):
+    (workspace["runs"] / "nested" / "c" / file).write_text(content)
+    err = _fails(capsys, workspace, [str(workspace["runs"]), *_update(workspace)], problem)
+    assert err.startswith(f"error: {workspace['runs'] / 'nested' / 'c' / file}: ")
+
+
+def _snapshot(workspace, change):
+    """The workspace's snapshot, changed by `change(snapshot)` (which may
+    return a replacement)."""
+    snapshot = json.loads(workspace["snapshot"].read_text())
+    snapshot = change(snapshot) or snapshot
+    workspace["snapshot"].write_text(json.dumps(snapshot))
+    return ["--snapshot", str(workspace["snapshot"])]
+
+
+@pytest.mark.parametrize(("change", "problem"), [
+    (lambda s: s.update(root=3), ": the key 'root' must be a string, got 3"),
+    (lambda s: s.update(runs=[]), ": the key 'runs' must be an object of runs"),
+    (lambda s: s.update(runs={}), ": the key 'runs' must be an object of runs"),
+    (lambda s: s["runs"].update(a=[1]), ": run 'a': must be an object (a run's record), got [1]"),
+    (lambda s: s["runs"]["a"].pop("dev") and None, ": run 'a': lacks the key 'dev'"),
+    (lambda s: s["runs"]["a"].pop("model") and None, ": run 'a': lacks the key 'model'"),
+    (lambda s: s["runs"]["b"].update(model=["gru"]), ": run 'b': the key 'model' must be a string"),
+    (lambda s: s["runs"]["b"]["test"].update(rsum="96"), ": run 'b': the key 'test.rsum' must be a number, got \"96\""),
+    (lambda s: s["runs"]["a"].update(dev_history=["1.0"]), ": run 'a': the key 'dev_history' must be a list of numbers"),
+    (lambda s: s["runs"]["a"].update(command=5), ": run 'a': the key 'command' must be a command line"),
+])
+def test_a_malformed_snapshot_is_an_error_naming_it_and_the_run(workspace, capsys, change, problem):
+    argv = _snapshot(workspace, change)
+    err = _fails(capsys, workspace, [*argv, *_update(workspace)], problem)
+    assert err.startswith(f"error: {workspace['snapshot']}: ")
+
+
+def test_an_old_snapshot_without_the_optional_keys_still_reports(workspace, capsys):
+    def old(snapshot):
+        for record in snapshot["runs"].values():
+            for key in ("command", "wall_seconds", "peak_memory_bytes", "fit", "dev_history"):
+                del record[key]
+    argv = _snapshot(workspace, old)
+    assert report.main([*argv, "--tables", str(workspace["tables"]), "--papers", str(workspace["papers"])]) == 0
+    assert "| `gru` | 0 | 10.0 | 4 | 80.0 | 250.5 | 100.0 |  |" in capsys.readouterr().out
+    # A null is an absent key, in a snapshot as in a results.json.
+    argv = _snapshot(workspace, lambda s: s["runs"]["a"].update(fit=None, dev_history=None))
+    workspace["tables"].write_text(TABLE.replace('["rsum"]', '["rsum", "dev_history", { fit = "{cca_eta}" }]') +
+                                   'rows = [{ run = "a", labels = ["a"] }]\n')
+    assert report.main([*argv, "--tables", str(workspace["tables"]), "--papers", str(workspace["papers"])]) == 0
+    assert "| m | rsum | dev rsum per validation | cca_eta |\n|---|---|---|---|\n| a | 80.0 |  |  |\n" in capsys.readouterr().out
+    results = workspace["runs"] / "a" / "results.json"
+    results.write_text(json.dumps({**json.loads(results.read_text()), "fit": None}))
+    assert report.main([str(workspace["runs"]), "--tables", str(workspace["tables"]), "--papers", str(workspace["papers"])]) == 0
+    assert "| a | 80.0 |  |  |\n" in capsys.readouterr().out
+
+
+TABLE = '[[table]]\nid = "t"\nlabels = ["m"]\ncolumns = ["rsum"]\n'
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ('[table]\nid = "t"\nlabels = ["m"]\ncolumns = ["rsum"]\nrows = []\n', ": [table] must be [[table]]"),
+    ('table = 3\n', ": 'table' must be [[table]] entries, got 3"),
+    ('tables = []\n', ": unknown key 'tables'; the file holds only [[table]] entries"),
+    ('[[tabel]]\nid = "t"\n', ": unknown key 'tabel'"),
+    ('[[table]]\nlabels = ["m"]\n', ": [[table]] number 1: the key 'id' must be a name"),
+    ('[[table]]\nid = "two words"\n', ": [[table]] number 1: the key 'id' must be a name"),
+    ('[[table]]\nid = "other-runs"\nlabels = ["m"]\ncolumns = []\nrows = []\n', ": table 'other-runs': the id 'other-runs' is the report's own"),
+    (TABLE + 'rows = []\n' + TABLE + 'rows = []\n', ": table 't': a second table of this id"),
+    (TABLE + 'rows = []\ncaption = "x"\n', ": table 't': unknown key 'caption'"),
+    ('[[table]]\nid = "t"\nlabels = "m"\ncolumns = []\nrows = []\n', ": table 't': the key 'labels' must be a list"),
+    ('[[table]]\nid = "t"\nlabels = ["m"]\ncolumns = "rsum"\nrows = []\n', ": table 't': the key 'columns' must be a list of columns"),
+    ('[[table]]\nid = "t"\nlabels = ["m"]\ncolumns = [3]\nrows = []\n', ": table 't': unknown column 3"),
+    ('[[table]]\nid = "t"\nlabels = ["m"]\ncolumns = ["rsum"]\n[table.rows]\nrun = "a"\n', ": table 't': the key 'rows' must be a list of rows"),
+    (TABLE + 'rows = ["a"]\n', ": table 't': the key 'rows' must be a list of rows"),
+    (TABLE + 'rows = []\ncommands = "folded"\n', ": table 't': the key 'commands' can only be \"details\""),
+    (TABLE + 'rows = []\nspread = "yes"\n', ": table 't': the key 'spread' must be true or false"),
+    (TABLE + 'rows = [{ runs = "a", labels = ["a"] }]\n', ": table 't': row 1: unknown key 'runs'"),
+    (TABLE + 'rows = [{ labels = ["a"] }]\n', ": table 't': row 1: names no run, mean or paper"),
+    (TABLE + 'rows = [{ run = 3, labels = ["a"] }]\n', ": table 't': row 1: the key 'run' must be a run's name"),
+    (TABLE + 'rows = [{ run = "a", mean = ["a", "b"], labels = ["a"] }]\n', ": table 't': row 1: has both 'run' and 'mean'"),
+    (TABLE + 'rows = [{ mean = "a b", labels = ["a"] }]\n', ": table 't': row 1: the key 'mean' must be a list of at least two"),
+    (TABLE + 'rows = [{ mean = ["a", "b"], paper = "p/x", labels = ["a"] }]\n', ": table 't': row 1: a mean row has no paper"),
+    (TABLE + 'rows = [{ run = "a", labels = ["a"] }, { paper = "p/y", labels = ["p"] }]\n', ": table 't': row 2: the key 'paper' must name a row PAPER/ROW of "),
+    (TABLE + 'rows = [{ paper = "p", labels = ["p"] }]\n', ": table 't': row 1: the key 'paper' must name a row"),
+    (TABLE + 'rows = [{ paper = 3, labels = ["p"] }]\n', ": table 't': row 1: the key 'paper' must name a row"),
+    (TABLE + 'rows = [{ run = "a" }]\n', ": table 't': row 1: the key 'labels' must be a list of 1 strings"),
+    (TABLE + 'rows = [{ run = "a", labels = ["a", "b"] }]\n', ": table 't': row 1: the key 'labels' must be a list of 1 strings"),
+    (TABLE + 'rows = [{ run = "a", labels = [1] }]\n', ": table 't': row 1: the key 'labels' must be a list of 1 strings"),
+    (TABLE + 'rows = [{ run = "a", labels = ["set {x"] }]\n', ": table 't': row 1: the label 'set {x': "),
+    (TABLE + 'rows = [{ run = "a", labels = ["x}"] }]\n', ": table 't': row 1: the label 'x}': "),
+    (TABLE + 'rows = [{ run = "a", labels = ["{seed}"] }]\n', ": table 't': row 1: the label '{seed}' has the placeholder {seed}"),
+    (TABLE + 'rows = [{ run = "a", labels = ["{}"] }]\n', ": table 't': row 1: the label '{}' has the placeholder {}"),
+    (TABLE + 'rows = [{ run = "a", labels = ["{model!r}"] }]\n', "the label '{model!r}' has the placeholder {model!r}"),
+    (TABLE + 'rows = [{ run = "a", labels = ["{model:>9}"] }]\n', "the label '{model:>9}' has the placeholder {model:>9}"),
+    (TABLE + 'rows = [{ paper = "p/x", labels = ["{model}"] }]\n', ": table 't': row 1: the label '{model}' has the placeholder"),
+    (TABLE + 'rows = [{ mean = ["a", "b"], labels = ["{preset}"] }]\n', ": table 't': row 1: the label '{preset}' has the placeholder"),
+])
+def test_a_malformed_tables_toml_is_an_error_naming_it_and_the_table(workspace, capsys, text, problem):
+    workspace["tables"].write_text(text)
+    # Before the runs are read (they are gone) and before any output.
+    shutil.rmtree(workspace["runs"])
+    err = _fails(capsys, workspace, [str(workspace["runs"]), *_update(workspace), "--save-snapshot", str(workspace["out"] / "s.json")],
+                 problem)
+    assert err.startswith(f"error: {workspace['tables']}: ")
+    if "must be a list of 1 strings" in problem or "placeholder" in problem:
+        assert "{model} and {preset}" in err or "strings" in err
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ('p = "x"\n', ": p must be a table [p] of the paper's rows, got \"x\""),
+    ('[p]\nx = 3\n', ": p.x must be a table [p.x] of the row's metrics, got 3"),
+    ('[p]\nsource = 3\n', ": p.source must be a string, got 3"),
+    ('[p.x]\ni2t_r1 = "30"\n', ": p.x.i2t_r1 must be a number, got \"30\""),
+    ('[p.x]\ni2t_R1 = 30\n', ": p.x.i2t_R1: unknown metric; known: i2t_r1, "),
+])
+def test_a_malformed_papers_toml_is_an_error_naming_it_and_the_key(workspace, capsys, text, problem):
+    workspace["papers"].write_text(text)
+    err = _fails(capsys, workspace, ["--snapshot", str(workspace["snapshot"]), *_update(workspace)], problem)
+    assert err.startswith(f"error: {workspace['papers']}: ")
+
+
+def test_labels_take_literal_braces_and_run_names_with_braces(workspace, capsys):
+    runs = workspace["runs"]
+    shutil.copytree(runs / "b", runs / "x{y}")
+    workspace["tables"].write_text(TABLE + 'rows = [{ run = "a", labels = ["{{a}} `{model}` {preset}"] }, '
+                                           '{ paper = "p/x", labels = ["{{paper}}"] }]\n')
+    assert report.main([str(runs), "--tables", str(workspace["tables"]), "--papers", str(workspace["papers"])]) == 0
+    printed = capsys.readouterr().out
+    assert "| m | rsum |\n|---|---|\n| {a} `gru` quick | 80.0 |\n| {paper} | 250.5 |\n" in printed
+    assert "| x{y} | `gru` | quick | 12.0 |" in printed  # a run in no table, its name as it is
+
+
+def test_a_recall_missing_for_the_plot_is_an_error_naming_the_run(workspace, capsys):
+    plot = workspace["out"] / "recall.png"
+    results = workspace["runs"] / "a" / "results.json"
+    record = json.loads(results.read_text())
+    del record["test"]["t2i_r5"]
+    results.write_text(json.dumps(record))
+    argv = [str(workspace["runs"]), *_update(workspace), "--plot", str(plot)]
+    assert _fails(capsys, workspace, argv).startswith(f"error: {results}: lacks the key 'test.t2i_r5', which the recall@K plot")
+    # The same from a snapshot: the snapshot and the run.
+    argv = _snapshot(workspace, lambda s: s["runs"]["b"]["test"].update(i2t_r10=None))
+    err = _fails(capsys, workspace, [*argv, *_update(workspace), "--plot", str(plot)])
+    assert err.startswith(f"error: {workspace['snapshot']}: run 'b': lacks the key 'test.i2t_r10'")
+    assert not plot.exists()
+    # Without --plot the missing recall is an empty cell.
+    assert report.main([*argv, "--tables", str(workspace["tables"]), "--papers", str(workspace["papers"])]) == 0
+    assert "| `gru` (quick) | 1 | 12.0 | 4 | 96.0 |" in capsys.readouterr().out
+
+
+def test_every_output_is_checked_before_any_is_written(workspace, capsys):
+    out, snapshot = workspace["out"], ["--snapshot", str(workspace["snapshot"])]
+    update = _update(workspace)
+    _fails(capsys, workspace, [*snapshot, *update, "--plot", str(out / "recall.bmp")],
+                 "--plot ", "recall.bmp: the extension '.bmp' names no format matplotlib writes; end the name in one of ", ".pdf")
+    _fails(capsys, workspace, [*snapshot, *update, "--plot", str(out / "recall")], "recall: no extension names no format")
+    _fails(capsys, workspace, [*snapshot, *update, "--plot", str(out / "no" / "recall.png")],
+           f"--plot {out / 'no' / 'recall.png'}: the directory {out / 'no'} does not exist")
+    _fails(capsys, workspace, [*snapshot, *update, "--save-snapshot", str(out / "no" / "s.json")],
+           f"--save-snapshot {out / 'no' / 's.json'}: the directory {out / 'no'} does not exist")
+    _fails(capsys, workspace, [*snapshot, *update, "--save-snapshot", str(out)], f"--save-snapshot {out}: is a directory")
+    _fails(capsys, workspace, [*snapshot, *update, "--plot", str(workspace["markdown"])], "--plot", "is also the file of --update")
+    _fails(capsys, workspace, [*snapshot, "--save-snapshot", str(workspace["tables"])], "--save-snapshot", "is also the file of --tables")
+    _fails(capsys, workspace, [*snapshot, "--update", str(out / "missing.md")], f"{out / 'missing.md'}: file not found")
+    # A block missing for a table, or for the runs in no table.
+    workspace["markdown"].write_text("<!-- report:one -->\n<!-- /report:one -->\n<!-- report:two -->\n<!-- /report:two -->\n")
+    _fails(capsys, workspace, [*snapshot, *update, "--plot", str(out / "recall.png")],
+           f"{workspace['markdown']}: no <!-- report:other-runs --> ... <!-- /report:other-runs --> block for table 'other-runs'")
+    workspace["markdown"].write_text("<!-- report:one -->\n<!-- /report:one -->\n")
+    shutil.rmtree(workspace["runs"])  # before the runs are read
+    _fails(capsys, workspace, [str(workspace["runs"]), *update], f"{workspace['markdown']}: no <!-- report:two -->")
+    # The first table's runs are not there to plot.
+    workspace["tables"].write_text(TABLE + 'rows = [{ run = "gone", labels = ["g"] }]\n')
+    _fails(capsys, workspace, [*snapshot, "--plot", str(out / "recall.png")], "none of the runs of the first table")
+    workspace["tables"].write_text("")
+    _fails(capsys, workspace, [*snapshot, "--plot", str(out / "recall.png")], "has no table; the plot draws the runs of its first")
+
+
+def test_all_outputs_are_written_together(workspace, capsys, monkeypatch):
+    out, update = workspace["out"], _update(workspace)
+    argv = ["--snapshot", str(workspace["snapshot"]), "--tables", str(workspace["tables"]), "--papers", str(workspace["papers"])]
+    assert report.main([*argv, *update, "--plot", str(out / "recall.pdf"), "--save-snapshot", str(out / "s.json")]) == 0
+    assert (out / "recall.pdf").read_bytes().startswith(b"%PDF") and "old one" not in workspace["markdown"].read_text()
+    assert json.loads((out / "s.json").read_text()) == json.loads(workspace["snapshot"].read_text())
+    assert [json.loads(line)["run"] for line in capsys.readouterr().err.splitlines()] == ["a", "b"]
+    assert sorted(path.name for path in out.iterdir()) == ["doc.md", "recall.pdf", "s.json"]  # no temporary files left
+    # A write failing after the checks (the disk, say) names what was written before it.
+    real = report.atomic_write
+
+    def failing(path, write):
+        if str(path).endswith(".pdf"):
+            raise report.InputError(f"{path}: cannot be written (No space left on device); any previous version is unchanged")
+        real(path, write)
+
+    monkeypatch.setattr(report, "atomic_write", failing)
+    assert report.main([*argv, *update, "--plot", str(out / "recall.pdf"), "--save-snapshot", str(out / "s.json")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: {out / 'recall.pdf'}: cannot be written (No space left on device); any previous version is unchanged; "
+                   f"already written: {out / 's.json'}, {workspace['markdown']}\n")

@@ -98,7 +98,6 @@ def test_without_images_the_page_names_them(trained, tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["--images", "/nonexistent"], "not a directory"),
     (["--images", str(EMBEDDED_TEXT)], "1000 of the split's 1000 images are missing"),
-    (["--queries", "0"], "at least 1"),
     (["--out", "/nonexistent/page.html"], "does not exist"),
 ])
 def test_bad_arguments_are_one_line_errors(trained, argv, message, tmp_path, capsys):
@@ -107,3 +106,62 @@ def test_bad_arguments_are_one_line_errors(trained, argv, message, tmp_path, cap
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: ") and message in err[-1]
     assert not (tmp_path / "page.html").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seed", "-1"], "argument --seed: must be at least 0; got -1"),
+    (["--queries", "0"], "argument --queries: must be at least 1; got 0"),
+    (["--k", "-3"], "argument --k: must be at least 1; got -3"),
+    (["--k", "five"], "argument --k: expected an integer; got 'five'"),
+])
+def test_bad_numbers_are_usage_errors(argv, message, tmp_path, capsys):
+    """Range-checked by argparse: exit 2 with its one-line error, before any model is loaded."""
+    with pytest.raises(SystemExit) as stop:
+        show_retrievals.main(["--model-dir", str(tmp_path / "no-model"), "--out", str(tmp_path / "page.html"), *argv])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(message)
+    assert not (tmp_path / "page.html").exists()
+
+
+@pytest.fixture(scope="module")
+def unusual_ids(sample_data, tmp_path_factory):
+    """The 8 sample images under ids with a folder (`pics/<file>.jpg`, as
+    COCO's `val2014/...`) in a precomp folder, and the same split as a
+    collection (ids without `.jpg`), with an images folder holding `pics/`."""
+    import numpy as np
+
+    from data import collections
+
+    root = tmp_path_factory.mktemp("unusual_ids")
+    ids = (sample_data / "test_ids.txt").read_text().split()
+    precomp = root / "precomp"
+    precomp.mkdir()
+    np.save(precomp / "test_ims.npy", np.load(sample_data / "test_ims.npy"))
+    (precomp / "test_caps.txt").write_bytes((sample_data / "test_caps.txt").read_bytes())
+    (precomp / "test_ids.txt").write_text("".join(f"pics/{name}\n" for name in ids))
+    images = root / "images"
+    (images / "pics").mkdir(parents=True)
+    for name in ids:
+        (images / "pics" / name).write_bytes((IMAGES / name).read_bytes())
+    collections.precomp_to_collections(precomp, root / "collections", splits=("test",))
+    return {"precomp": precomp, "collections": root / "collections", "images": images, "ids": ids}
+
+
+@pytest.mark.parametrize("layout", ["precomp", "collections"])
+def test_ids_with_a_folder_or_without_extension_show_their_images(trained, unusual_ids, layout, tmp_path, capsys):
+    """`pics/x.jpg` (a folder) and `pics/x` (a collection item, no extension) both find images/pics/x.jpg."""
+    from data import splits
+
+    split = splits.load_split(unusual_ids[layout], "test")
+    expected = "pics/" + (unusual_ids["ids"][0] if layout == "precomp" else unusual_ids["ids"][0][: -len(".jpg")])
+    assert split.image_ids[0] == expected
+    out = tmp_path / "page.html"
+    argv = ["--model-dir", str(trained), "--data", str(unusual_ids[layout]), "--images", str(unusual_ids["images"]),
+            "--queries", "2", "--k", "3", "--out", str(out)]
+    assert show_retrievals.main(argv) == 0
+    page = parse(out)
+    assert len(page.sources) == 2 + 2 * 3
+    for src in page.sources:
+        assert src.startswith("page_files/pics/") and src.endswith(".jpg")
+        name = src.split("/")[-1]
+        assert (out.parent / src).read_bytes() == (IMAGES / name).read_bytes()

@@ -1,10 +1,12 @@
 """tools/word_order.py: Ma et al.'s Table 5 and its test-set-wide version."""
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
+from common.errors import InputError
 from data import readers
 from engine import scoring
 from tests.helpers import EMBEDDED_DATA
@@ -71,3 +73,58 @@ def test_command_prints_table5_and_writes_json(trained_mcnn_st, short_test_data,
 def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
     assert word_order.main(["--model-dir", str(tmp_path)]) == 2
     assert "config.json" in capsys.readouterr().err
+
+
+def test_table5_image_is_found_with_or_without_its_extension():
+    """Collections name items without `.jpg`: Table 5's image is found either way, and its absence named."""
+    split = readers.RetrievalSplit(
+        images=np.zeros((3, 2), np.float32), captions=["a"] * 3, caption_image=np.arange(3),
+        image_ids=["x", "1258913059_07c613f7ff", "y.jpg"], source="/data/test",
+    )
+    assert word_order.table5_image(split) == 1
+    assert word_order.table5_image(dataclasses.replace(split, image_ids=["x", "y", "1258913059_07c613f7ff.jpg"])) == 2
+    with pytest.raises(InputError, match=r"^/data/test: image 1258913059_07c613f7ff\.jpg \(Table 5's\)"):
+        word_order.table5_image(dataclasses.replace(split, image_ids=["x", "y", "z"]))
+
+
+def test_collection_data_gives_the_precomp_table5_scores(trained, short_test_data, tmp_path, capsys):
+    """data.collections' own output (ids without .jpg) runs and scores Table 5's image as the precomp data does."""
+    from data import collections, splits
+
+    root = tmp_path / "collections"
+    collections.precomp_to_collections(short_test_data, root, splits=("test",))
+    out = tmp_path / "word_order.json"
+    argv = ["--model-dir", str(trained), "--data", str(root), "--shuffles", "1", "--bootstrap", "10", "--json", str(out)]
+    assert word_order.main(argv) == 0
+    scorer = scoring.CheckpointScorer.from_model_dir(trained)
+    expected = word_order.table5_row(scorer, splits.load_split(short_test_data, "test"))
+    np.testing.assert_allclose(json.loads(out.read_text())[str(trained)]["table5"], expected, atol=1e-5)
+
+
+def test_a_split_without_table5s_image_fails_before_any_scoring(trained, sample_data, tmp_path, capsys, monkeypatch):
+    """Exit 2 with one line naming the data, before any scoring; the --json file is not written."""
+    ids = (sample_data / "test_ids.txt").read_text().split()
+    data = tmp_path / "data"
+    data.mkdir()
+    np.save(data / "test_ims.npy", np.load(sample_data / "test_ims.npy"))
+    (data / "test_caps.txt").write_bytes((sample_data / "test_caps.txt").read_bytes())
+    (data / "test_ids.txt").write_text("".join(f"other_{name}\n" for name in ids))
+    monkeypatch.setattr(word_order, "word_order_drops", lambda *args: pytest.fail("scored before the check"))
+    out = tmp_path / "word_order.json"
+    argv = ["--model-dir", str(trained), "--data", str(data), "--json", str(out)]
+    assert word_order.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [(f"error: {data}: image 1258913059_07c613f7ff.jpg (Table 5's) is not in this split; "
+                    "word_order needs the Flickr8k test split")]
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seed", "-1"], "argument --seed: must be at least 0; got -1"),
+    (["--shuffles", "0"], "argument --shuffles: must be at least 1; got 0"),
+    (["--bootstrap", "x"], "argument --bootstrap: expected an integer; got 'x'"),
+])
+def test_bad_numbers_are_usage_errors(argv, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        word_order.main(["--model-dir", str(tmp_path), *argv])
+    assert stop.value.code == 2 and capsys.readouterr().err.strip().splitlines()[-1].endswith(message)
