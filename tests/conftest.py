@@ -32,6 +32,32 @@ def sample_data(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def unusual_ids(sample_data, tmp_path_factory):
+    """The 8 sample images under ids with a folder (`pics/<file>.jpg`, as
+    COCO's `val2014/...`) in a precomp folder, the same split as a
+    collection (ids `pics/<file>`, no extension), and an images folder
+    holding `pics/`."""
+    import numpy as np
+
+    from data import collections
+    from tests.helpers import EMBEDDED_IMAGES
+
+    root = tmp_path_factory.mktemp("unusual_ids")
+    ids = (sample_data / "test_ids.txt").read_text().split()
+    precomp = root / "precomp"
+    precomp.mkdir()
+    np.save(precomp / "test_ims.npy", np.load(sample_data / "test_ims.npy"))
+    (precomp / "test_caps.txt").write_bytes((sample_data / "test_caps.txt").read_bytes())
+    (precomp / "test_ids.txt").write_text("".join(f"pics/{name}\n" for name in ids))
+    images = root / "images"
+    (images / "pics").mkdir(parents=True)
+    for name in ids:
+        (images / "pics" / name).write_bytes((EMBEDDED_IMAGES / name).read_bytes())
+    collections.precomp_to_collections(precomp, root / "collections", splits=("test",))
+    return {"precomp": precomp, "collections": root / "collections", "images": images, "ids": ids}
+
+
+@pytest.fixture(scope="session")
 def trained_bf16(tmp_path_factory):
     """The tiny `gru` run trained under mixed bfloat16."""
     model_dir = tmp_path_factory.mktemp("run") / "gru-bf16"

@@ -83,29 +83,6 @@ def test_images_need_the_projector(trained, capsys):
     assert "add --projector" in capsys.readouterr().err
 
 
-@pytest.fixture(scope="module")
-def unusual_ids(sample_data, tmp_path_factory):
-    """The 8 sample images under ids with a folder (`pics/<file>.jpg`, as
-    COCO's `val2014/...`) in a precomp folder, the same split as a
-    collection (ids `pics/<file>`, no extension), and an images folder
-    holding `pics/`."""
-    from data import collections
-
-    root = tmp_path_factory.mktemp("unusual_ids")
-    ids = (sample_data / "test_ids.txt").read_text().split()
-    precomp = root / "precomp"
-    precomp.mkdir()
-    np.save(precomp / "test_ims.npy", np.load(sample_data / "test_ims.npy"))
-    (precomp / "test_caps.txt").write_bytes((sample_data / "test_caps.txt").read_bytes())
-    (precomp / "test_ids.txt").write_text("".join(f"pics/{name}\n" for name in ids))
-    images = root / "images"
-    (images / "pics").mkdir(parents=True)
-    for name in ids:
-        (images / "pics" / name).write_bytes((IMAGES / name).read_bytes())
-    collections.precomp_to_collections(precomp, root / "collections", splits=("test",))
-    return {"precomp": precomp, "collections": root / "collections", "images": images, "ids": ids}
-
-
 @pytest.mark.parametrize("layout", ["precomp", "collections"])
 def test_sprite_of_ids_with_a_folder_or_without_extension(trained, unusual_ids, layout, tmp_path, capsys):
     """`pics/x.jpg` and `pics/x` find images/pics/x.jpg for the sprite."""

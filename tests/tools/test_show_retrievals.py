@@ -123,30 +123,6 @@ def test_bad_numbers_are_usage_errors(argv, message, tmp_path, capsys):
     assert not (tmp_path / "page.html").exists()
 
 
-@pytest.fixture(scope="module")
-def unusual_ids(sample_data, tmp_path_factory):
-    """The 8 sample images under ids with a folder (`pics/<file>.jpg`, as
-    COCO's `val2014/...`) in a precomp folder, and the same split as a
-    collection (ids without `.jpg`), with an images folder holding `pics/`."""
-    import numpy as np
-
-    from data import collections
-
-    root = tmp_path_factory.mktemp("unusual_ids")
-    ids = (sample_data / "test_ids.txt").read_text().split()
-    precomp = root / "precomp"
-    precomp.mkdir()
-    np.save(precomp / "test_ims.npy", np.load(sample_data / "test_ims.npy"))
-    (precomp / "test_caps.txt").write_bytes((sample_data / "test_caps.txt").read_bytes())
-    (precomp / "test_ids.txt").write_text("".join(f"pics/{name}\n" for name in ids))
-    images = root / "images"
-    (images / "pics").mkdir(parents=True)
-    for name in ids:
-        (images / "pics" / name).write_bytes((IMAGES / name).read_bytes())
-    collections.precomp_to_collections(precomp, root / "collections", splits=("test",))
-    return {"precomp": precomp, "collections": root / "collections", "images": images, "ids": ids}
-
-
 @pytest.mark.parametrize("layout", ["precomp", "collections"])
 def test_ids_with_a_folder_or_without_extension_show_their_images(trained, unusual_ids, layout, tmp_path, capsys):
     """`pics/x.jpg` (a folder) and `pics/x` (a collection item, no extension) both find images/pics/x.jpg."""
