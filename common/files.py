@@ -6,6 +6,7 @@ Every problem raises `InputError` with a one-line message naming the file.
 
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from common.errors import InputError
@@ -27,12 +28,19 @@ def check_file(path):
 
 def check_output_file(path, argument):
     """Fails, before any work, unless `path` can be written as a file: its
-    directory exists and it is not itself a directory."""
+    directory exists and takes a new file, and it is not itself a directory."""
     path = Path(path)
     if not path.parent.is_dir():
         raise InputError(f"{argument} {path}: the directory {path.parent} does not exist")
     if path.is_dir():
         raise InputError(f"{argument} {path}: is a directory; give a file name")
+    try:  # a probe file: catches permissions and read-only file systems alike
+        descriptor, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
+    except OSError as error:
+        raise InputError(f"{argument} {path}: the directory {path.parent} is not writable "
+                         f"({error.strerror or error})") from None
+    os.close(descriptor)
+    os.unlink(probe)
 
 
 def check_output_dir(path, argument):

@@ -47,9 +47,6 @@ def figure_format(out, argument="--out"):
     checking that the file can be written: `InputError`, before any work,
     for an extension matplotlib cannot write or a directory that is missing
     or not writable."""
-    import os
-    import tempfile
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -63,13 +60,6 @@ def figure_format(out, argument="--out"):
         raise InputError(f"{argument} {out}: {found} names no format matplotlib writes; "
                          f"end the name in one of {', '.join('.' + f for f in sorted(formats))}")
     check_output_file(out, argument)
-    try:  # a probe file: catches permissions and read-only file systems alike
-        descriptor, probe = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".probe", dir=out.parent)
-    except OSError as error:
-        raise InputError(f"{argument} {out}: the directory {out.parent} is not writable "
-                         f"({error.strerror or error})") from None
-    os.close(descriptor)
-    os.unlink(probe)
     return fmt
 
 

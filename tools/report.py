@@ -62,6 +62,7 @@ from pathlib import Path
 
 from common.errors import InputError, run_command
 from common.files import atomic_write, check_output_file, read_text
+from tools.plot_training import figure_format, read_scalars
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 
@@ -173,7 +174,6 @@ def _dev_rsums(model_dir):
         return []
     import logging
 
-    from tools.plot_training import read_scalars
 
     logging.getLogger("tensorboard").setLevel(logging.ERROR)  # "No path found after ..." at the end of every file
     steps, values = read_scalars(model_dir, "dev").get("rsum", ([], []))
@@ -692,24 +692,6 @@ def markdown_blocks(text):
     return {match.group(1): match.group(2) or "" for match in blocks}
 
 
-def plot_format(out, argument="--plot"):
-    """The matplotlib format that `out`'s extension names ("pdf" for
-    x.pdf); an InputError naming `argument` for an extension matplotlib
-    cannot write."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    formats = Figure().canvas.get_supported_filetypes()
-    suffix = Path(out).suffix
-    if suffix[1:].lower() not in formats:
-        found = f"the extension {suffix!r}" if suffix else "no extension"
-        raise InputError(f"{argument} {out}: {found} names no format matplotlib writes; "
-                         f"end the name in one of {', '.join('.' + name for name in sorted(formats))}")
-    return suffix[1:].lower()
-
-
 def plot_recalls(table, runs, fmt="png", origins=None):
     """R@K of image annotation and image search for the table's runs, one
     line each, drawn in memory: (the plotted series [{"run", "label",
@@ -768,22 +750,6 @@ def error_line(error):
     return " ".join(str(error).split()) or type(error).__name__
 
 
-def check_output(path, argument):
-    """InputError naming `argument` unless `path` can be written as a file:
-    its directory exists and takes a new file, and it is not a directory."""
-    import os
-    import tempfile
-
-    check_output_file(path, argument)
-    directory = Path(path).parent
-    try:  # a probe file: catches permissions and read-only file systems alike
-        descriptor, probe = tempfile.mkstemp(prefix=f".{Path(path).name}.", suffix=".probe", dir=directory)
-    except OSError as error:
-        raise InputError(f"{argument} {path}: the directory {directory} is not writable ({error.strerror or error})") from None
-    os.close(descriptor)
-    os.unlink(probe)
-
-
 def write_all(outputs):
     """Writes each (path, bytes) of `outputs`, atomically; when one fails
     after others were written, the error says which were."""
@@ -812,8 +778,9 @@ def _run(args):
         for other_argument, other in [*outputs[:i], ("--tables", args.tables), ("--papers", args.papers)]:
             if Path(path).resolve() == Path(other).resolve():
                 raise InputError(f"{argument} {path}: is also the file of {other_argument}; give each output a file of its own")
-        check_output(path, argument)
-    fmt = plot_format(args.plot) if args.plot else None
+        if argument != "--plot":
+            check_output_file(path, argument)
+    fmt = figure_format(args.plot, "--plot") if args.plot else None
     papers = check_papers(read_toml(args.papers), args.papers)
     tables = check_tables(read_toml(args.tables), papers, args.tables, args.papers)
     if args.plot and not tables:
