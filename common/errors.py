@@ -43,7 +43,9 @@ def error_reason(error):
 def run_command(body, args):
     """Runs a command-line entry point's body and returns its exit status:
     an `InputError` (bad input) or an `OSError` (the environment: a full
-    disk, a permission) becomes `error: <message>` on stderr and status 2.
+    disk, a permission) becomes `error: <message>` on stderr and status 2;
+    Ctrl-C (`KeyboardInterrupt`) becomes `interrupted[: <what was kept>]`
+    and status 130.
 
     `args.quiet` (when the command has `--quiet`) turns progress bars off;
     log lines are routed around the bars so they do not break them."""
@@ -65,3 +67,6 @@ def run_command(body, args):
     except OSError as error:  # the environment: a full disk, permissions, a vanished file
         print(f"error: {error.filename + ': ' if error.filename else ''}{error.strerror or error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as interrupt:  # Ctrl-C: what was kept, from the command if it knows
+        print(f"interrupted{': ' + str(interrupt) if str(interrupt) else ''}", file=sys.stderr)
+        return 130

@@ -125,7 +125,7 @@ class Trainer:
         best = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), self._private_dir(BEST_DIR), max_to_keep=1)
         if self.resume and last.checkpoints:
             resumed = _restore_newest_intact(checkpoint, last, self.model_dir)
-            log.info("resumed from %s (epoch %d, step %d of it)", resumed, int(state.epoch), int(state.step_in_epoch))
+            log.info("resumed from %s (epoch %d, step %d of it)", resumed, int(state.epoch) + 1, int(state.step_in_epoch))
         else:
             # A resumed run killed before its first checkpoint starts over.
             model.adapt(train_split.images)
@@ -137,7 +137,10 @@ class Trainer:
         train_data = pipeline.tokenize_split(train_split, model.vectorizer)
         writers = _summary_writers(self.model_dir / "logs", self.is_chief)
         loop = _Loop(cfg, self.strategy, model, optimizer, state, last, best, dev_split, writers)
-        fit = loop.fit_split(train_split) if model.fits_without_gradients else loop.train(train_data)
+        try:
+            fit = loop.fit_split(train_split) if model.fits_without_gradients else loop.train(train_data)
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt(self._what_is_kept(last)) from None
 
         best_checkpoint = best.latest_checkpoint
         if cfg.runtime.mixed_precision != "none":
@@ -160,6 +163,13 @@ class Trainer:
             write_json_atomically(self.model_dir / "results.json", json.dumps(results, indent=2) + "\n")
             export_saved_model(model, cfg.image_dim, self.model_dir / SAVED_MODEL_DIR)
         return results
+
+    def _what_is_kept(self, last):
+        """What an interrupted run leaves, and how to go on from it."""
+        resume = f"python train.py --model-dir {self.model_dir} --resume"
+        if last.latest_checkpoint is None:
+            return f"no checkpoint was written yet; `{resume}` starts the run over"
+        return f"the training state is kept in {last.latest_checkpoint}; continue with `{resume}`"
 
     def _check_model_dir(self):
         if not self.is_chief:
@@ -280,6 +290,8 @@ class _Loop:
                     break
                 self._next_phase()
             epoch = int(self.state.epoch)
+            # The phase's last epoch, at most (early stopping may end it sooner).
+            last_epoch = int(self.state.phase_start_epoch) + tc.epochs
             self._set_learning_rate()
             batches = pipeline.epoch_order(
                 train_data, tc.sampling, tc.batch_size, tc.seed, epoch, tc.bucket_by_length
@@ -288,7 +300,7 @@ class _Loop:
             dataset = self._distribute(train_data, batches[skip:])
             # Pairs of the epoch, so the bar shows pairs/s and the epoch's ETA.
             bar = progress.bar(total=len(batches) * tc.batch_size, initial=skip * tc.batch_size, unit="pair",
-                               desc=f"epoch {epoch + 1}", leave=True)
+                               desc=f"epoch {epoch + 1} of {last_epoch}", leave=True)
             for batch in dataset:
                 result = self.train_step(batch)
                 loss = float(result["loss"])
@@ -312,7 +324,7 @@ class _Loop:
                         tf.summary.scalar("phase", int(self.state.phase))
                         for name, value in summary.items():
                             tf.summary.scalar(name, value)
-                    log.info("epoch %d step %d loss %.4f grad norm %.3g (max %.3g since the last line)", epoch,
+                    log.info("epoch %d step %d loss %.4f grad norm %.3g (max %.3g since the last line)", epoch + 1,
                              step, loss, summary["grad_norm"], summary["grad_norm_max"])
                 # The epoch counter moves before the end-of-epoch checkpoint,
                 # so a resumed run starts the next epoch.
@@ -365,7 +377,7 @@ class _Loop:
         state.plateau_reductions.assign(0)
         self._enter_phase()
         log.info("phase %d starts at epoch %d from the best checkpoint (dev %s %.4g)",
-                 int(state.phase), int(state.epoch), self.cfg.train.selection_metric, float(state.best_score))
+                 int(state.phase), int(state.epoch) + 1, self.cfg.train.selection_metric, float(state.best_score))
         _save(self.last, int(state.global_step))
 
     def _enter_phase(self):

@@ -325,7 +325,7 @@ def tf_value(event):
     return tf.make_ndarray(event.tensor_proto)
 
 
-def test_a_resumed_model_with_dropout_ends_as_an_uninterrupted_run(tmp_path, monkeypatch):
+def test_a_resumed_model_with_dropout_ends_as_an_uninterrupted_run(tmp_path, monkeypatch, capsys):
     # The dropout masks' random state is checkpointed with the weights, so
     # a run interrupted after its first checkpoint draws the same masks
     # after resuming.
@@ -342,8 +342,13 @@ def test_a_resumed_model_with_dropout_ends_as_an_uninterrupted_run(tmp_path, mon
         raise KeyboardInterrupt
 
     monkeypatch.setattr(training._Loop, "_validate_and_save", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        train.main([*argv, "--model-dir", str(tmp_path / "resumed")])
+    capsys.readouterr()
+    assert train.main([*argv, "--model-dir", str(tmp_path / "resumed")]) == 130
+    # Ctrl-C: one line naming the checkpoint kept (the first validation's,
+    # step 3) and the command that continues, no traceback.
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"interrupted: the training state is kept in {tmp_path / 'resumed' / 'checkpoints' / 'ckpt-3'}; "
+        f"continue with `python train.py --model-dir {tmp_path / 'resumed'} --resume`")
     monkeypatch.undo()
     assert train.main(["--model-dir", str(tmp_path / "resumed"), "--resume"]) == 0
     whole = json.loads((tmp_path / "whole" / "results.json").read_text())

@@ -455,7 +455,8 @@ def render_table(table, papers, runs, root, source="tables.toml", origins=None):
     commands = [_command(runs[name], root, name) for name in dict.fromkeys(names)]
     code = "```bash\n" + "\n".join(commands) + "\n```"
     if table.get("commands") == "details":
-        code = f"<details><summary>The commands of these {len(commands)} runs</summary>\n\n{code}\n\n</details>"
+        summary = "The command of this run" if len(commands) == 1 else f"The commands of these {len(commands)} runs"
+        code = f"<details><summary>{summary}</summary>\n\n{code}\n\n</details>"
     return code + "\n\n" + "\n".join(lines)
 
 

@@ -70,7 +70,7 @@ def test_training_shows_each_epochs_pairs_per_second_loss_and_eta(terminal, tmp_
         return
     # 2 epochs of 320 pairs (64 images x 5 captions), batches of 32.
     finals = [line for line in epochs if "320/320" in line]
-    assert sorted({line.split(":")[0] for line in finals}) == ["epoch 1", "epoch 2"]
+    assert sorted({line.split(":")[0] for line in finals}) == ["epoch 1 of 2", "epoch 2 of 2"]
     assert all("pair/s" in line and "loss=" in line and "step=" in line for line in finals)
     assert any(re.search(r"<\d\d:\d\d", line) for line in epochs)  # the remaining time
     assert bar_lines(text, "encoding captions") and bar_lines(text, "scoring 128-image blocks")

@@ -529,3 +529,12 @@ def test_all_outputs_are_written_together(workspace, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert err == (f"error: {out / 'recall.pdf'}: cannot be written (No space left on device); any previous version is unchanged; "
                    f"already written: {out / 's.json'}, {workspace['markdown']}\n")
+
+
+@pytest.mark.parametrize("runs, summary", [(["a"], "The command of this run"), (["a", "b"], "The commands of these 2 runs")])
+def test_folded_commands_say_how_many_runs(runs_dir, runs, summary):
+    runs_root, _, papers = runs_dir
+    table = {"id": "t", "labels": ["run"], "columns": ["rsum"], "commands": "details",
+             "rows": [{"run": name, "labels": [name]} for name in runs]}
+    block = report.render([table], report.read_toml(papers), report.read_runs(runs_root), "runs")["t"]
+    assert block.startswith(f"<details><summary>{summary}</summary>\n\n```bash\n")
