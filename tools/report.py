@@ -1,8 +1,8 @@
-"""The README's results tables and recall@K plot, generated from training runs.
+"""The results tables of README.md and docs/ and the recall@K plot, generated from training runs.
 
     python -m tools.report runs/                                  # the tables, as markdown, to stdout
-    python -m tools.report runs/ --plot docs/recall_at_k.png --update README.md --save-snapshot results/runs.json
-    python -m tools.report --snapshot results/runs.json --update README.md
+    python -m tools.report runs/ --plot docs/recall_at_k.png --update README.md docs/*.md --save-snapshot results/runs.json
+    python -m tools.report --snapshot results/runs.json --update README.md docs/*.md
 
 Reads every model directory under RUNS (any depth) that holds a
 `config.json` and a `results.json` written by train.py, and the dev rsum of
@@ -29,12 +29,14 @@ paper rows; `header` is optional (default: the template with each field
 written as its key). The report knows no model's keys: the tables name
 them (see results/tables.toml).
 
-`--update FILE` rewrites each table's block between the lines
-`<!-- report:ID -->` and `<!-- /report:ID -->` of FILE (FILE needs a block
-for every table of tables.toml, and for "other-runs" when there are such
-runs). `--save-snapshot` keeps what was read from the runs in one small
-JSON file, from which `--snapshot` regenerates the same output without the
-runs (the README's tables are checked against it by the tests).
+`--update FILE...` rewrites each table's block between the lines
+`<!-- report:ID -->` and `<!-- /report:ID -->`, wherever it is among the
+markdown FILEs: every table of tables.toml (and "other-runs" when there
+are such runs) needs a block in exactly one of them, once; a block whose
+ID is no table's is an error naming its file and the ID. `--save-snapshot`
+keeps what was read from the runs in one small JSON file, from which
+`--snapshot` regenerates the same output without the runs (the tables of
+README.md and docs/*.md are checked against it by the tests).
 
 A directory under RUNS is a run when its config.json is a JSON object with
 a "model_name" (train.py's) and it holds a results.json; others (another
@@ -103,7 +105,8 @@ def parse_args(argv):
     parser.add_argument("--save-snapshot", metavar="JSON", help="write what was read from the runs to this file")
     parser.add_argument("--tables", default=str(RESULTS_DIR / "tables.toml"), help="(default: %(default)s)")
     parser.add_argument("--papers", default=str(RESULTS_DIR / "papers.toml"), help="(default: %(default)s)")
-    parser.add_argument("--update", metavar="MARKDOWN", help="rewrite the tables' blocks in this file")
+    parser.add_argument("--update", metavar="MARKDOWN", nargs="+",
+                        help="rewrite the tables' blocks in these files (each block in exactly one of them)")
     parser.add_argument("--plot", metavar="FIGURE", help="draw the recall@K curves of the first table's runs, "
                         "in the format of the file's extension (.png, .pdf, .svg, ...)")
     return parser.parse_args(argv)
@@ -670,21 +673,46 @@ def _block_pattern(table_id):
     return re.compile(rf"(<!-- report:{name} -->\n)(?:.*?\n)?(<!-- /report:{name} -->)", re.S)
 
 
-def check_blocks(path, text, table_ids):
-    """InputError naming the markdown file `path` (its `text`) unless it has
-    a block for each of `table_ids`."""
+_BLOCK_START = re.compile(r"^<!-- report:(\S+) -->$", re.M)
+
+
+def check_blocks(texts, table_ids):
+    """InputError unless each of `table_ids` has a block in exactly one of
+    the markdown files `texts` ({path: text}), once, and every block there
+    is one of `table_ids` or "other-runs" (the report's own); the error
+    names the file(s) and the id."""
+    found = {}
+    for path, text in texts.items():
+        ids = [match.group(1) for match in _BLOCK_START.finditer(text)]
+        for table_id in ids:
+            if table_id not in table_ids and table_id != "other-runs":
+                raise InputError(f"{path}: the block <!-- report:{table_id} --> is of no table of the tables file "
+                                 f"(known: {', '.join(table_ids)})")
+            if not _block_pattern(table_id).search(text):
+                raise InputError(f"{path}: <!-- report:{table_id} --> has no <!-- /report:{table_id} --> line after it")
+            found.setdefault(table_id, []).append(str(path))
+    for table_id, paths in found.items():
+        if len(paths) > 1:
+            raise InputError(f"{', '.join(dict.fromkeys(paths))}: {len(paths)} blocks <!-- report:{table_id} -->; "
+                             "a table has one block in one file")
     for table_id in table_ids:
-        if not _block_pattern(table_id).search(text):
-            raise InputError(f"{path}: no <!-- report:{table_id} --> ... <!-- /report:{table_id} --> block for table {table_id!r}")
+        if table_id not in found:
+            raise InputError(f"{', '.join(map(str, texts))}: no <!-- report:{table_id} --> ... <!-- /report:{table_id} --> "
+                             f"block for table {table_id!r}")
 
 
-def updated_markdown(path, text, blocks):
-    """The markdown `text` (of the file at `path`) with each block's text
-    between `<!-- report:ID -->` and `<!-- /report:ID -->` replaced."""
-    check_blocks(path, text, blocks)
-    for table_id, block in blocks.items():
-        text = _block_pattern(table_id).sub(lambda match, block=block: match.group(1) + block + "\n" + match.group(2), text)
-    return text
+def updated_markdown(texts, blocks, table_ids=()):
+    """{path: text} of the markdown files `texts` ({path: text}) with each
+    block's text between `<!-- report:ID -->` and `<!-- /report:ID -->`
+    replaced, wherever it is; the files are checked by check_blocks for
+    the blocks and `table_ids` (every table's, the ones without runs too)."""
+    check_blocks(texts, list(dict.fromkeys([*table_ids, *blocks])))
+    updated = {}
+    for path, text in texts.items():
+        for table_id, block in blocks.items():
+            text = _block_pattern(table_id).sub(lambda match, block=block: match.group(1) + block + "\n" + match.group(2), text)
+        updated[path] = text
+    return updated
 
 
 def markdown_blocks(text):
@@ -773,11 +801,14 @@ def _run(args):
     if (args.runs is None) == (args.snapshot is None):
         raise InputError("give either a runs directory or --snapshot")
     # Every input and output is checked before the runs are read (the long part).
-    outputs = [(argument, path) for argument, path in
-               (("--save-snapshot", args.save_snapshot), ("--update", args.update), ("--plot", args.plot)) if path]
+    outputs = [(argument, path) for argument, paths in
+               (("--save-snapshot", [args.save_snapshot]), ("--update", args.update or []), ("--plot", [args.plot]))
+               for path in paths if path]
     for i, (argument, path) in enumerate(outputs):
         for other_argument, other in [*outputs[:i], ("--tables", args.tables), ("--papers", args.papers)]:
             if Path(path).resolve() == Path(other).resolve():
+                if argument == other_argument:
+                    raise InputError(f"{argument} {path}: is given twice")
                 raise InputError(f"{argument} {path}: is also the file of {other_argument}; give each output a file of its own")
         if argument != "--plot":
             check_output_file(path, argument)
@@ -786,10 +817,10 @@ def _run(args):
     tables = check_tables(read_toml(args.tables), papers, args.tables, args.papers)
     if args.plot and not tables:
         raise InputError(f"--plot {args.plot}: {args.tables} has no table; the plot draws the runs of its first")
-    markdown = None
+    markdown = {}
     if args.update:
-        markdown = read_text(args.update)
-        check_blocks(args.update, markdown, [table["id"] for table in tables])
+        markdown = {path: read_text(path) for path in args.update}
+        check_blocks(markdown, [table["id"] for table in tables])
     if args.snapshot:
         root, runs = read_snapshot(args.snapshot)
         origins = {name: f"{args.snapshot}: run {name!r}" for name in runs}
@@ -804,7 +835,8 @@ def _run(args):
         text = json.dumps({"root": root, "runs": runs}, indent=1, sort_keys=True) + "\n"
         writes.append((args.save_snapshot, text.encode("utf-8")))
     if args.update:
-        writes.append((args.update, updated_markdown(args.update, markdown, blocks).encode("utf-8")))
+        table_ids = [table["id"] for table in tables]
+        writes += [(path, text.encode("utf-8")) for path, text in updated_markdown(markdown, blocks, table_ids).items()]
     if args.plot:
         if not any(row.get("run") in runs for row in tables[0]["rows"]):
             raise InputError(f"--plot {args.plot}: none of the runs of the first table of {args.tables} "

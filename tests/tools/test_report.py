@@ -1,4 +1,4 @@
-"""`python -m tools.report`: the README's results tables from the runs."""
+"""`python -m tools.report`: the results tables of README.md and docs/ from the runs."""
 
 import json
 import re
@@ -12,6 +12,8 @@ from tools import report
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 README = ROOT / "README.md"
+# The markdown files whose tables the report writes: README.md and every page of docs/.
+MARKDOWN = [README, *sorted((ROOT / "docs").glob("*.md"))]
 SNAPSHOT = ROOT / "results" / "runs.json"
 
 
@@ -19,15 +21,27 @@ def test_the_readmes_tables_are_the_reports_output_from_the_checked_in_runs(tmp_
     root, runs = report.read_snapshot(SNAPSHOT)
     tables = report.read_toml(report.RESULTS_DIR / "tables.toml")["table"]
     blocks = report.render(tables, report.read_toml(report.RESULTS_DIR / "papers.toml"), runs, root)
-    readme_blocks = report.markdown_blocks(README.read_text())
-    assert set(readme_blocks) == set(blocks) == {table["id"] for table in tables}
+    command = "python -m tools.report --snapshot results/runs.json --update README.md docs/*.md"
+    assert command in report.__doc__
+    # Each table's block is in exactly one of the files, once, and is the report's output.
+    found = {}
+    for path in MARKDOWN:
+        for table_id, block in report.markdown_blocks(path.read_text()).items():
+            assert table_id not in found, f"the {table_id} table is in {found[table_id][0]} and in {path.relative_to(ROOT)}"
+            found[table_id] = (path.relative_to(ROOT), block)
+    assert set(found) == set(blocks) == {table["id"] for table in tables}
     for table_id, block in blocks.items():
-        assert readme_blocks[table_id] == block, f"README.md's {table_id} table is not the report's; run {report.__doc__.split(chr(10))[3].strip()}"
-    # The command itself leaves the README unchanged.
-    copy = tmp_path / "README.md"
-    shutil.copy(README, copy)
-    assert report.main(["--snapshot", str(SNAPSHOT), "--update", str(copy)]) == 0
-    assert copy.read_text() == README.read_text()
+        assert found[table_id][1] == block, f"{found[table_id][0]}'s {table_id} table is not the report's; run {command}"
+    # The command itself leaves every file unchanged.
+    copies = []
+    for path in MARKDOWN:
+        copy = tmp_path / path.relative_to(ROOT)
+        copy.parent.mkdir(exist_ok=True)
+        shutil.copy(path, copy)
+        copies.append(copy)
+    assert report.main(["--snapshot", str(SNAPSHOT), "--update", *map(str, copies)]) == 0
+    for path, copy in zip(MARKDOWN, copies):
+        assert copy.read_text() == path.read_text(), path
     capsys.readouterr()
 
 
@@ -538,3 +552,42 @@ def test_folded_commands_say_how_many_runs(runs_dir, runs, summary):
              "rows": [{"run": name, "labels": [name]} for name in runs]}
     block = report.render([table], report.read_toml(papers), report.read_runs(runs_root), "runs")["t"]
     assert block.startswith(f"<details><summary>{summary}</summary>\n\n```bash\n")
+
+
+def test_update_writes_each_block_in_whichever_file_holds_it(workspace, capsys):
+    out = workspace["out"]
+    front, page = out / "front.md", out / "page.md"
+    front.write_text("front\n<!-- report:one -->\nold one\n<!-- /report:one -->\n")
+    page.write_text("page\n<!-- report:two -->\nold two\n<!-- /report:two -->\n<!-- report:other-runs -->\n<!-- /report:other-runs -->\n")
+    argv = ["--snapshot", str(workspace["snapshot"]), "--tables", str(workspace["tables"]), "--papers", str(workspace["papers"])]
+    assert report.main([*argv, "--update", str(front), str(page)]) == 0
+    printed = report.markdown_blocks(capsys.readouterr().out)
+    assert report.markdown_blocks(front.read_text()) == {"one": printed["one"]}
+    assert report.markdown_blocks(page.read_text()) == {"two": printed["two"], "other-runs": printed["other-runs"]}
+    assert front.read_text().startswith("front\n") and page.read_text().startswith("page\n")
+
+
+def test_blocks_over_several_files_are_checked_before_anything_is_written(workspace, capsys):
+    out, markdown = workspace["out"], workspace["markdown"]
+    snapshot = ["--snapshot", str(workspace["snapshot"])]
+    other = out / "other.md"
+    # A table with a block in two files, or twice in one.
+    other.write_text("<!-- report:two -->\n<!-- /report:two -->\n")
+    _fails(capsys, workspace, [*snapshot, "--update", str(markdown), str(other)],
+           f"{markdown}, {other}: 2 blocks <!-- report:two -->")
+    other.write_text("<!-- report:one -->\n<!-- /report:one -->\n<!-- report:one -->\n<!-- /report:one -->\n")
+    _fails(capsys, workspace, [*snapshot, "--update", str(other)], f"{other}: 2 blocks <!-- report:one -->")
+    # A block of no table of tables.toml names the file and the id.
+    other.write_text("<!-- report:three -->\nx\n<!-- /report:three -->\n")
+    _fails(capsys, workspace, [*snapshot, "--update", str(markdown), str(other)],
+           f"{other}: the block <!-- report:three --> is of no table of the tables file")
+    # A table in none of the files names the id (and the files looked in).
+    markdown.write_text("<!-- report:one -->\n<!-- /report:one -->\n")
+    other.write_text("<!-- report:other-runs -->\n<!-- /report:other-runs -->\n")
+    _fails(capsys, workspace, [*snapshot, "--update", str(markdown), str(other)],
+           f"{markdown}, {other}: no <!-- report:two --> ... <!-- /report:two --> block for table 'two'")
+    # A block that does not close; a file given twice.
+    other.write_text("<!-- report:two -->\n<!-- report:other-runs -->\n<!-- /report:other-runs -->\n")
+    _fails(capsys, workspace, [*snapshot, "--update", str(markdown), str(other)],
+           f"{other}: <!-- report:two --> has no <!-- /report:two --> line after it")
+    _fails(capsys, workspace, [*snapshot, "--update", str(markdown), str(markdown)], f"--update {markdown}: is given twice")
