@@ -33,6 +33,8 @@ def parse_args(argv):
     parser.add_argument("--list", action="store_true", help="list the registered models and presets")
     parser.add_argument("--quiet", action="store_true",
                         help="no progress bars (there are none when stderr is not a terminal); log lines remain")
+    parser.add_argument("--verbose", action="store_true",
+                        help="keep TensorFlow's start-up lines and gensim's INFO lines (hidden by default)")
     return parser.parse_args(argv)
 
 

@@ -48,16 +48,19 @@ def run_command(body, args):
     and status 130.
 
     `args.quiet` (when the command has `--quiet`) turns progress bars off;
-    log lines are routed around the bars so they do not break them."""
+    log lines are routed around the bars so they do not break them.
+    TensorFlow and gensim start quietly (`common.startup`) unless
+    `args.verbose` (when the command has `--verbose`)."""
     import logging
     import sys
 
     from tqdm.contrib.logging import logging_redirect_tqdm
 
-    from common import progress
+    from common import progress, startup
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     progress.set_quiet(getattr(args, "quiet", False))
+    startup.quiet_start(getattr(args, "verbose", False))
     try:
         with logging_redirect_tqdm():
             return body(args)

@@ -16,6 +16,7 @@ def add_model_and_split_arguments(parser):
     parser.add_argument("--image-features", help="which {split}_<name>.npy holds the image features (default: the model's)")
     parser.add_argument("--split", help="the split to use (default: the model's test split, else 'test')")
     parser.add_argument("--quiet", action="store_true", help="no progress bars (there are none when stderr is not a terminal)")
+    parser.add_argument("--verbose", action="store_true", help="keep TensorFlow's start-up lines (hidden by default)")
 
 
 def load_model_and_split(args, overrides=()):

@@ -23,7 +23,6 @@ how many) when only some items have one.
 import re
 
 import numpy as np
-import tensorflow as tf
 
 from common import metrics, progress
 from common.errors import InputError
@@ -167,6 +166,9 @@ def format_table(result):
 
 def encode_split(scorer, split, batch_size=256):
     """(image encodings, text encodings) of a loaded `RetrievalSplit`."""
+    # Imported here: evaluate.py imports this module before its quiet start.
+    import tensorflow as tf
+
     try:
         return scorer.encode_images(split.images, batch_size), scorer.encode_texts(split.captions, batch_size)
     except tf.errors.InvalidArgumentError as error:

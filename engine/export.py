@@ -17,6 +17,7 @@ An empty caption, or one longer than the model accepts, fails the call with
 an InvalidArgumentError that says so.
 """
 
+import logging
 import shutil
 import tempfile
 from pathlib import Path
@@ -69,12 +70,24 @@ class ServingModule(tf.Module):
         return self.model.similarity(image_encodings, text_encodings)
 
 
+class _RenameNotice(logging.Filter):
+    """TensorFlow warns, for each function, that the inputs it captures
+    (lookup tables and variables, named after graph nodes with "/") are
+    renamed in the SavedModel. No signature exposes them; the export is
+    as it should be, so the notice is dropped."""
+
+    def filter(self, record):
+        return "with unsupported characters which will be renamed" not in record.getMessage()
+
+
 def export_saved_model(model, image_dim, path):
     """Writes a SavedModel to `path`, replacing any previous one only once
     the new one is complete (an interrupted export leaves the old intact)."""
     path = Path(path)
     module = ServingModule(model, image_dim)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    notice = _RenameNotice()
+    logging.getLogger("absl").addFilter(notice)
     try:
         try:
             tf.saved_model.save(
@@ -95,5 +108,6 @@ def export_saved_model(model, image_dim, path):
         else:
             staging.rename(path)
     finally:
+        logging.getLogger("absl").removeFilter(notice)
         shutil.rmtree(staging, ignore_errors=True)
     return path

@@ -18,10 +18,15 @@ rsum by default):
                      (every metric), hparams
   results.json       dev and test metrics of the best checkpoint; "fit", what
                      a fitted model chose; "command", the command line of
-                     train.py; "wall_seconds" (from the start of
-                     the run to these metrics, this process only when
-                     resumed) and "peak_memory_bytes" (the process's peak
-                     resident memory), for `python -m tools.report`
+                     train.py; "wall_seconds" (from the start of the run
+                     to these metrics, this process only when resumed) and
+                     "cpu_seconds" (the process's user + system time, all
+                     threads),
+                     "cores" (the CPUs the process may use),
+                     "load_average" (the 1-minute load at the start and at
+                     the end: how busy the machine was) and
+                     "peak_memory_bytes" (the process's peak resident
+                     memory), for `python -m tools.report`
   saved_model/       the export (see `engine.export`)
 
 Writes are atomic: TensorFlow's checkpoint manager updates its index only
@@ -33,6 +38,7 @@ usable by `--resume`.
 import dataclasses
 import json
 import logging
+import os
 import resource
 import time
 from pathlib import Path
@@ -86,7 +92,7 @@ class Trainer:
 
     def run(self):
         """Runs the experiment; returns {"dev": metrics, "test": metrics}."""
-        start = time.monotonic()
+        start, start_load = time.monotonic(), os.getloadavg()[0]
         self._check_model_dir()
         train_split, dev_split, test_split = self._load_data()
         cfg = self.config
@@ -148,16 +154,22 @@ class Trainer:
             # under any policy) in a float32 model.
             model = self.spec.build_model(cfg.model, vocabulary, cfg.image_dim)
         restore_checkpoint(tf.train.Checkpoint(model=model), best_checkpoint).expect_partial()
+        # The best validation's metrics, unless this process never saw it.
+        dev = loop.best_dev_metrics or loop.validate_metrics()
+        test = evaluation.evaluate(CheckpointScorer(model, cfg.image_dim), test_split)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
         results = {
-            # The best validation's metrics, unless this process never saw it.
-            "dev": loop.best_dev_metrics or loop.validate_metrics(),
-            "test": evaluation.evaluate(CheckpointScorer(model, cfg.image_dim), test_split),
+            "dev": dev,
+            "test": test,
             "checkpoint": best_checkpoint,
             **({"fit": fit} if fit else {}),
             **({"command": self.command} if self.command else {}),
             "wall_seconds": round(time.monotonic() - start, 1),
+            "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
+            "cores": len(os.sched_getaffinity(0)),
+            "load_average": [round(start_load, 2), round(os.getloadavg()[0], 2)],
             # ru_maxrss is in KiB on Linux.
-            "peak_memory_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "peak_memory_bytes": usage.ru_maxrss * 1024,
         }
         if self.is_chief:
             write_json_atomically(self.model_dir / "results.json", json.dumps(results, indent=2) + "\n")

@@ -34,6 +34,11 @@ def test_training_writes_config_vocab_checkpoints_logs_results_and_export(traine
     assert results["test"]["rsum"] > 6 and results["test"]["t2i_medr"] < 400
     # For `python -m report`: a gradient-trained model fits nothing.
     assert results["wall_seconds"] > 1 and results["peak_memory_bytes"] > 100e6 and "fit" not in results
+    # How long it took, on what: CPU time is at least a share of the wall time, on the cores this process may use.
+    import os
+
+    assert results["cores"] == len(os.sched_getaffinity(0)) and len(results["load_average"]) == 2
+    assert 0.2 * results["wall_seconds"] < results["cpu_seconds"] < results["cores"] * results["wall_seconds"] + 30
     assert results["command"].startswith("python train.py --model gru ") and f"--model-dir {trained}" in results["command"]
     assert list((trained / "logs" / "train").iterdir()) and list((trained / "logs" / "dev").iterdir())
 
@@ -121,9 +126,11 @@ def test_existing_run_is_not_overwritten_and_a_finished_run_resumes_to_no_op(tra
     assert (trained / "checkpoints" / "checkpoint").read_text() == before
 
 
-def test_export_only(trained):
+def test_export_only(trained, caplog):
     assert train.main(["--model-dir", str(trained), "--export-only"]) == 0
     assert (trained / "saved_model" / "saved_model.pb").exists()
+    # TensorFlow's notice that captured lookup tables and variables are renamed (internal names) is dropped.
+    assert not [record for record in caplog.records if "renamed" in record.getMessage()]
 
 
 def test_list_names_each_models_presets_and_image_features(capsys):
