@@ -6,6 +6,14 @@ checks of a run.
     python -m tools.bench --model gru --preset paper --steps 20
     python -m tools.bench --model rcn --model rcn-gru --preset quick
     python -m tools.bench --model mcnn-ens --preset paper --eval-only
+    python -m tools.bench --hardware
+
+`--hardware` prints whether this machine's CPU (and GPU, by its compute
+capability) has native bfloat16 and float16 arithmetic, and which
+`runtime.mixed_precision` to use here (`tools.hardware`), then exits. The
+timing of a model begins with the same two lines on stderr (stdout stays
+JSON). To compare precisions, time the default and then the same command
+with `--set runtime.mixed_precision=bf16` (or `=fp16`).
 
 `--eval-only` times the 1K-test evaluation of an untrained model built with
 every training word in its vocabulary (the cost of scoring does not depend on
@@ -55,6 +63,7 @@ import numpy as np
 
 from common.errors import InputError, count, count_or_zero, run_command
 from data import splits
+from tools import hardware
 
 WORKER_POLL_SECONDS = 0.2  # how often a wait for a worker's answer checks that it is alive
 
@@ -77,6 +86,8 @@ def parse_args(argv):
     parser.add_argument("--eval-only", action="store_true", help="time the evaluation of an untrained model only")
     parser.add_argument("--data-checks", action="store_true", help="time the up-front data checks of a run instead")
     parser.add_argument("--encode", metavar="SAVED_MODEL", help="time a SavedModel's encode_text on the test captions instead")
+    parser.add_argument("--hardware", action="store_true",
+                        help="print this machine's native bf16/fp16 arithmetic and the mixed precision to use, and exit")
     args = parser.parse_args(argv)
     if args.eval_only and args.skip_eval:
         parser.error("--eval-only and --skip-eval exclude each other")
@@ -89,12 +100,20 @@ def main(argv=None):
 
 
 def _run(args):
+    if args.hardware:
+        print("\n".join(hardware.machine_lines()))
+        return 0
     if args.encode:
         print(json.dumps(encoding_throughput(args.encode), indent=2))
         return 0
     if args.data_checks:
         print(json.dumps([data_check_timings(name, args) for name in args.model], indent=2))
         return 0
+    from models import registry
+
+    for name in args.model:  # bad input is a one-line error, before the hardware lines and any timing
+        registry.get(name).experiment(args.preset, args.set)
+    print("\n".join(hardware.machine_lines()), file=sys.stderr)
     reports = [measure(name, args) for name in args.model]
     for report in reports[1:] if not args.eval_only else ():
         report["step_time_vs_first"] = round(report["train_step_ms"] / reports[0]["train_step_ms"], 2)

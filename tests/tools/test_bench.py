@@ -13,7 +13,9 @@ TINY = ["--set", "model.word_dim=8", "--set", "model.embed_dim=16", "--steps", "
 
 def test_bench_reports_throughput_and_cost_relative_to_the_first_model(capsys):
     assert bench.main(["--model", "rcn-gru", "--model", "rcn", "--preset", "quick", *TINY, "--skip-eval"]) == 0
-    first, second = json.loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    first, second = json.loads(out)
+    assert err.startswith("hardware: CPU native bf16 ") and "\nprecision: runtime.mixed_precision=" in err
     assert (first["model"], second["model"]) == ("rcn-gru", "rcn")
     assert first["train_pairs_per_s"] > 0 and "eval_seconds" not in first
     assert second["step_time_vs_first"] == round(second["train_step_ms"] / first["train_step_ms"], 2)
@@ -44,6 +46,13 @@ def test_bench_builds_the_model_and_its_step_under_the_runtime_settings(monkeypa
     spy("make_train_step")
     bench.zoo_step(model, config, warmup_batches=[])  # not run: only built
     assert calls["make_optimizer"][1] == "fp16" and calls["make_train_step"][-1] is True
+
+
+def test_bench_prints_the_hardware_and_the_precision_to_use_and_exits(capsys):
+    assert bench.main(["--hardware"]) == 0
+    hardware_line, precision_line = capsys.readouterr().out.splitlines()
+    assert hardware_line.startswith("hardware: CPU native bf16 ")
+    assert precision_line.split()[:2] in (["precision:", f"runtime.mixed_precision={p}"] for p in ("none", "bf16", "fp16"))
 
 
 def test_bad_input_is_a_one_line_error(capsys):
