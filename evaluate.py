@@ -20,7 +20,6 @@ import sys
 
 from common.errors import InputError, count, run_command
 from common.files import check_output_file, write_json_atomically
-from data.readers import check_image_files
 from engine import evaluation, projector
 from engine.arguments import add_model_and_split_arguments, load_model_and_split
 
@@ -36,7 +35,8 @@ def parse_args(argv):
                         "(tensorboard --logdir DIR); a new or empty directory, or one written by --projector")
     parser.add_argument("--images", metavar="DIR",
                         help="with --projector: a folder of the split's images, for a sprite (an image id names its file, "
-                        "which may be in a sub-folder; an id without an extension matches .jpg, .jpeg, .png, ...)")
+                        "which may be in a sub-folder; an id without an extension matches .jpg, .jpeg, .png, ...); "
+                        "images it lacks get grey tiles")
     parser.add_argument("--set", action="append", default=[], metavar="model.KEY=VALUE",
                         help="with --model-dir: change a model setting that needs no retraining, "
                         "e.g. model.similarity=dot (repeatable)")
@@ -60,8 +60,9 @@ def _run(args):
         print("--projector skipped: the model scores image-caption pairs with a joint network, so its image "
               "and caption encodings are not one space", file=sys.stderr)
         projector_dir = None
+    image_files = None
     if projector_dir and args.images:
-        check_image_files(args.images, split.image_ids)
+        image_files = projector.find_sprite_images(args.images, split, args.split or scorer.test_split)
     encodings = evaluation.encode_split(scorer, split, args.batch_size)
     result = evaluation.evaluate(scorer, split, args.protocol, args.batch_size, encodings)
     print(f"{args.split or scorer.test_split} split, protocol {args.protocol}:")
@@ -69,7 +70,7 @@ def _run(args):
     if args.json:
         write_json_atomically(args.json, json.dumps(result, indent=2, sort_keys=True) + "\n")
     if projector_dir:
-        projector.write_projector(projector_dir, *encodings, split, args.images)
+        projector.write_projector(projector_dir, *encodings, split, image_files)
         print(f"projector: tensorboard --logdir {projector_dir}", file=sys.stderr)
     return 0
 

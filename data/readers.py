@@ -240,6 +240,27 @@ def check_image_files(directory, image_ids, argument="--images"):
     return found
 
 
+def find_image_files(directory, image_ids, argument="--images"):
+    """The file of each image id under `directory` (see `image_file`), None
+    for those it lacks, in the order of `image_ids`: a folder may hold only
+    some of a split's images (e.g. the 8 embedded Flickr8k test JPEGs).
+
+    Fails unless `directory` is a folder holding at least one of them: a
+    folder holding none is almost certainly the wrong one."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise InputError(f"{argument} {directory}: not a directory")
+    found = [image_file(directory, name) for name in image_ids]
+    if image_ids and not any(found):
+        named = [name for name in image_ids if name]
+        if not named:
+            raise InputError(f"{argument} {directory}: the split names none of its {len(image_ids)} images "
+                             "(its image ids are unknown), so no file can be found")
+        raise InputError(f"{argument} {directory}: none of the split's {len(image_ids)} images is there "
+                         f"(e.g. no file {named[0]!r}); is it the folder of the split's images?")
+    return found
+
+
 def read_flickr_text(root, split, token_file="Flickr8k.token.txt", split_pattern="Flickr_8k.{split}Images.txt"):
     """One split of the original Flickr8k text release.
 

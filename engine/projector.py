@@ -9,22 +9,30 @@ image sprite, and `projector_config.pbtxt` tying them together, so that
 
 shows the joint space in the "Projector" tab (PCA, t-SNE, UMAP; colour or
 search by modality, image or caption).
+
+The sprite shows the images an images folder holds (`find_sprite_images`)
+and a flat grey tile for each one it lacks, so a folder of a few of the
+split's images (e.g. the 8 embedded Flickr8k test JPEGs) still gives
+pictures; caption points get a lighter blank tile.
 """
 
 import math
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from common.errors import InputError
-from data.readers import image_file
+from data.readers import find_image_files
 
 TENSOR_NAME = "joint_space/.ATTRIBUTES/VARIABLE_VALUE"
 CONFIG_FILE = "projector_config.pbtxt"
 SPRITE_TILE = 48  # pixels; the sprite of 6,000 points is then 3,744 pixels wide
+CAPTION_TILE = 235  # the grey of a caption's blank tile
+MISSING_IMAGE_TILE = 128  # the darker grey of an image the images folder lacks
 
 
 def check_directory(directory):
@@ -41,7 +49,20 @@ def check_directory(directory):
         raise InputError(f"--projector {directory}: the directory {directory.parent} does not exist")
 
 
-def write_projector(directory, image_encodings, text_encodings, split, images_dir=None):
+def find_sprite_images(images_dir, split, split_name):
+    """The file of each image of `split` under `images_dir`, None for those
+    it lacks (grey tiles in the sprite); prints how many were found.
+
+    Fails (`InputError`) when `images_dir` is no folder or holds none of
+    the split's images: then it is almost certainly the wrong folder."""
+    files = find_image_files(images_dir, split.image_ids)
+    found = sum(file is not None for file in files)
+    missing = "" if found == len(files) else "; the others are grey tiles in the projector's sprite"
+    print(f"{found} of {len(files)} {split_name} images found in {images_dir}{missing}", file=sys.stderr)
+    return files
+
+
+def write_projector(directory, image_encodings, text_encodings, split, image_files=None):
     """Writes the projector files for the encodings of `split`.
 
     Args:
@@ -50,9 +71,9 @@ def write_projector(directory, image_encodings, text_encodings, split, images_di
       image_encodings: float [n_images, D].
       text_encodings: float [n_captions, D], the same space.
       split: the `data.readers.RetrievalSplit` encoded.
-      images_dir: optional folder of the split's images, for the sprite,
-        each found by `data.readers.image_file` (ids with sub-folders, or
-        without an extension); caption points get a blank tile.
+      image_files: optional, for the sprite: the file of each image of the
+        split, None where there is none (`find_sprite_images`); a missing
+        image gets a flat grey tile, a caption a lighter blank one.
     """
     import tensorflow as tf
     from tensorboard.plugins import projector
@@ -76,8 +97,8 @@ def write_projector(directory, image_encodings, text_encodings, split, images_di
         entry = config.embeddings.add()
         entry.tensor_name = TENSOR_NAME
         entry.metadata_path = "metadata.tsv"
-        if images_dir is not None:
-            _write_sprite(staging / "sprite.png", split.image_ids, len(split.captions), Path(images_dir))
+        if image_files is not None:
+            _write_sprite(staging / "sprite.png", image_files, len(split.captions))
             entry.sprite.image_path = "sprite.png"
             entry.sprite.single_image_dim.extend([SPRITE_TILE, SPRITE_TILE])
         projector.visualize_embeddings(str(staging), config)
@@ -92,24 +113,25 @@ def _tsv(text):
     return " ".join(text.split())  # no tabs or newlines inside a field
 
 
-def _write_sprite(path, image_ids, blank_tiles, images_dir):
+def _write_sprite(path, image_files, blank_tiles):
     """One SPRITE_TILE-square tile per point, row-major in a square grid:
-    the images, then a blank tile per caption."""
+    the images (a grey tile where the file is None), then a blank tile per
+    caption."""
     import tensorflow as tf
 
-    tiles = len(image_ids) + blank_tiles
+    tiles = len(image_files) + blank_tiles
     side = math.ceil(math.sqrt(tiles))
-    sprite = np.full((side * SPRITE_TILE, side * SPRITE_TILE, 3), 235, np.uint8)
-    for index, name in enumerate(image_ids):
-        file = image_file(images_dir, name)
+    sprite = np.full((side * SPRITE_TILE, side * SPRITE_TILE, 3), CAPTION_TILE, np.uint8)
+    for index, file in enumerate(image_files):
+        row, column = divmod(index, side)
+        tile = sprite[row * SPRITE_TILE:(row + 1) * SPRITE_TILE, column * SPRITE_TILE:(column + 1) * SPRITE_TILE]
         if file is None:
-            raise InputError(f"--images {images_dir}: no image file for id {name!r}")
+            tile[...] = MISSING_IMAGE_TILE
+            continue
         try:
             image = tf.io.decode_image(tf.io.read_file(str(file)), channels=3, expand_animations=False)
         except tf.errors.OpError as error:
             raise InputError(f"{file}: not a readable image ({str(error).splitlines()[0]})") from None
-        tile = tf.image.resize(image, (SPRITE_TILE, SPRITE_TILE), antialias=True)
-        row, column = divmod(index, side)
-        sprite[row * SPRITE_TILE:(row + 1) * SPRITE_TILE, column * SPRITE_TILE:(column + 1) * SPRITE_TILE] = (
-            np.clip(tile.numpy(), 0, 255).astype(np.uint8))
+        resized = tf.image.resize(image, (SPRITE_TILE, SPRITE_TILE), antialias=True)
+        tile[...] = np.clip(resized.numpy(), 0, 255).astype(np.uint8)
     Path(path).write_bytes(tf.io.encode_png(sprite).numpy())

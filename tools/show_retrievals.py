@@ -1,21 +1,29 @@
 """What a model retrieves, as an HTML page: the top-k captions of some test
 images and the top-k images of some test captions.
 
-    python -m show_retrievals --model-dir runs/gru-quick \\
-        --images ../shared/data/flickr8k_images_test --out retrievals.html
-    python -m show_retrievals --saved-model runs/gru-quick/saved_model --out retrievals.html
+    python -m tools.show_retrievals --model-dir runs/gru-quick \\
+        --images data/flickr8k_images_sample --out retrievals.html
+    python -m tools.show_retrievals --saved-model runs/gru-quick/saved_model --out retrievals.html
 
 Queries are drawn at random (`--seed`) from the evaluated split (the
 model's test split by default), `--queries` of each kind. Every retrieved
 caption and image is marked as a match when it belongs to the query in the
-data set. With `--images DIR` (a folder holding the split's images, e.g.
-the 1000 Flickr8k test JPEGs; each image id is found as
-`data.readers.image_file` says: ids with sub-folders such as COCO's
-`val2014/COCO_val2014_...jpg`, and ids without an extension, as
-collections name images) the page shows the pictures, copied next to it into `<page>_files/` so the page is
-self-contained; without it, image file names stand in for them. Retrieval
-scores every query against the whole split with the model's own
-similarity, as evaluation does.
+data set. Retrieval scores every query against the whole split with the
+model's own similarity, as evaluation does.
+
+With `--images DIR` (a folder of the split's images; each image id is
+found as `data.readers.image_file` says: ids with sub-folders such as
+COCO's `val2014/COCO_val2014_...jpg`, and ids without an extension, as
+collections name images) the page shows the pictures, copied next to it
+into `<page>_files/` so the page is self-contained. The folder may hold
+only some of the split's images (e.g. the 8 embedded Flickr8k test JPEGs
+of `data/flickr8k_images_sample`): each image it lacks is a grey box
+naming the image, the command says how many it found, and queries prefer
+pictures: image queries are drawn among the images found first (the others
+only when there are fewer than `--queries`), caption queries among the
+captions whose own image was found first. A folder holding none of the
+split's images is an error (the wrong folder). Without `--images`, image
+file names stand in for the pictures.
 """
 
 import argparse
@@ -28,21 +36,37 @@ from pathlib import Path
 
 import numpy as np
 
-from common.errors import InputError, count, count_or_zero, run_command
+from common.errors import count, count_or_zero, run_command
 from common.files import check_output_file
-from data.readers import check_image_files, image_file
+from data.readers import find_image_files, image_file
 from engine.arguments import add_model_and_split_arguments, load_model_and_split
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_and_split_arguments(parser)
-    parser.add_argument("--images", help="folder of the split's images, by image id (e.g. JPEGs)")
+    parser.add_argument("--images", metavar="DIR",
+                        help="folder of the split's images, by image id (e.g. JPEGs); it may hold only some of them: "
+                        "the others are grey boxes, and queries are drawn among those with a picture first")
     parser.add_argument("--queries", type=count, default=8, help="image queries and caption queries, each (>= 1)")
     parser.add_argument("--k", type=count, default=5, help="results per query (>= 1)")
-    parser.add_argument("--seed", type=count_or_zero, default=0, help="picks the queries (>= 0)")
+    parser.add_argument("--seed", type=count_or_zero, default=0,
+                        help="picks the queries (>= 0), among those with a picture first when --images is given")
     parser.add_argument("--out", required=True, help="HTML file to write")
     return parser.parse_args(argv)
+
+
+def choose_queries(rng, preferred, n):
+    """`n` indices of the items `preferred` flags (fewer when there are
+    fewer items), drawn at random without replacement among the preferred
+    items first, then among the others; sorted."""
+    preferred = np.asarray(preferred, bool)
+    chosen = []
+    for pool in (np.flatnonzero(preferred), np.flatnonzero(~preferred)):
+        wanted = min(n - len(chosen), len(pool))
+        if wanted:
+            chosen += rng.choice(pool, wanted, replace=False).tolist()
+    return sorted(chosen)
 
 
 def retrieve(scorer, split, image_queries, caption_queries, k, batch_size=256):
@@ -69,7 +93,8 @@ def _top(scores, k):
 def write_page(path, split, image_queries, caption_queries, i2t, t2i, title, images_dir=None):
     """Writes the HTML page (atomically), copying the shown images next to
     it, into `<page>_files/` (their paths under `images_dir` kept), when
-    `images_dir` is given; each image is found by `data.readers.image_file`."""
+    `images_dir` is given; each image is found by `data.readers.image_file`,
+    and one the folder lacks is a grey box naming it."""
     path = Path(path)
     files = path.with_name(path.stem + "_files")
     shown = sorted(set(image_queries) | {j for results in t2i for j, _ in results})
@@ -78,9 +103,8 @@ def write_page(path, split, image_queries, caption_queries, i2t, t2i, title, ima
         images_dir = Path(images_dir)
         for image in shown:
             source = image_file(images_dir, split.image_ids[image])
-            if source is None:
-                raise InputError(f"--images {images_dir}: no image file for id {split.image_ids[image]!r}")
-            sources[image] = source.relative_to(images_dir)
+            if source is not None:
+                sources[image] = source.relative_to(images_dir)
         for relative in sources.values():
             (files / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(images_dir / relative, files / relative)
@@ -89,6 +113,9 @@ def write_page(path, split, image_queries, caption_queries, i2t, t2i, title, ima
         name = html.escape(split.image_ids[image])
         if images_dir is None:
             return f'<div class="{css_class} missing-image">{name}</div>'
+        if image not in sources:
+            return (f'<div class="{css_class} missing-image not-found" title="{name}">'
+                    f'{name}<br>not in {html.escape(str(images_dir))}</div>')
         src = urllib.parse.quote(f"{files.name}/{sources[image].as_posix()}")
         return f'<img class="{css_class}" src="{html.escape(src)}" alt="{name}" title="{name}">'
 
@@ -136,7 +163,9 @@ _STYLE = (
     "section{display:flex;gap:1em;align-items:flex-start;border-top:1px solid #ddd;padding:.8em 0}"
     "img.query{width:180px;height:180px;object-fit:cover}"
     "img.thumbnail{width:140px;height:140px;object-fit:cover}"
-    ".missing-image{width:140px;font-size:80%;color:#666;word-break:break-all}"
+    ".missing-image{box-sizing:border-box;width:140px;height:140px;padding:.4em;background:#ddd;"
+    "font-size:80%;color:#555;word-break:break-all}"
+    "div.query.missing-image{width:180px;height:180px;flex:none}"
     ".caption-query{flex-direction:column}.results{display:flex;gap:.6em}"
     "figure{margin:0;text-align:center}li{margin:.2em 0}"
     ".match{color:#0a6b0a;font-weight:bold}.score{color:#888;font-size:80%}"
@@ -154,12 +183,19 @@ def _run(args):
     scorer, split = load_model_and_split(args)
     name = Path(args.model_dir or args.saved_model).name
     title = f"{name}: what the model retrieves"
+    has_picture = np.ones(len(split.images), bool)
     if args.images:
-        check_image_files(args.images, split.image_ids)
+        has_picture = np.array([file is not None for file in find_image_files(args.images, split.image_ids)])
+        found = int(has_picture.sum())
+        others = "" if found == len(has_picture) else "; the others are shown as placeholders"
+        print(f"{found} of {len(has_picture)} {args.split or scorer.test_split} images found in {args.images}{others}",
+              file=sys.stderr)
+    # Queries with a picture first, so that a folder of a few of the
+    # split's images still shows pictures; with all found, the same draw as
+    # from the whole split.
     rng = np.random.default_rng(args.seed)
-    image_queries = sorted(rng.choice(len(split.images), min(args.queries, len(split.images)), replace=False).tolist())
-    caption_queries = sorted(rng.choice(len(split.captions), min(args.queries, len(split.captions)),
-                                        replace=False).tolist())
+    image_queries = choose_queries(rng, has_picture, args.queries)
+    caption_queries = choose_queries(rng, has_picture[split.caption_image], args.queries)
     i2t, t2i = retrieve(scorer, split, image_queries, caption_queries, min(args.k, len(split.captions)))
     write_page(out, split, image_queries, caption_queries, i2t, t2i, title, args.images)
     print(json.dumps({"page": str(out), "image_queries": len(image_queries), "caption_queries": len(caption_queries),

@@ -262,3 +262,16 @@ def test_check_image_files_accepts_folders_and_ids_without_extension(tmp_path):
     assert found == [root / "val2014/COCO_1.jpg", root / "flat.jpg", root / "other.PNG"]
     with pytest.raises(InputError, match=r"^--images .*images: 1 of the split's 2 images are missing, e.g. 'val2014/x'$"):
         readers.check_image_files(root, ["flat", "val2014/x"])
+
+
+def test_find_image_files_marks_the_missing_and_refuses_a_folder_with_none(tmp_path):
+    root = image_folder(tmp_path / "images")
+    assert readers.find_image_files(root, ["val2014/COCO_1", "missing.jpg", "other"]) == [
+        root / "val2014/COCO_1.jpg", None, root / "other.PNG"]
+    with pytest.raises(InputError, match=r"^--images .*images: none of the split's 2 images is there "
+                                         r"\(e.g. no file 'val2014/x'\); is it the folder of the split's images\?$"):
+        readers.find_image_files(root, ["val2014/x", "y.jpg"])
+    with pytest.raises(InputError, match=r"the split names none of its 2 images"):
+        readers.find_image_files(root, ["", ""])
+    with pytest.raises(InputError, match=r"^--images .*flat.jpg: not a directory$"):
+        readers.find_image_files(root / "flat.jpg", ["flat"])

@@ -106,17 +106,51 @@ def test_sprite_of_ids_with_a_folder_or_without_extension(trained, unusual_ids, 
                                    np.clip(tile, 0, 255).astype(np.uint8), atol=1)
 
 
-def test_an_image_missing_from_a_sub_folder_fails_before_any_work(trained, unusual_ids, tmp_path, capsys):
-    """One of the collection's images absent: exit 2, one line naming --images and the id, nothing written."""
+def test_images_missing_from_the_folder_are_grey_tiles(trained, unusual_ids, tmp_path, capsys):
+    """Two of the collection's 8 images absent: exit 0, a line saying so, flat grey tiles for those two and
+    the pictures of the others."""
+    import tensorflow as tf
+
+    from engine import projector
+
     images = tmp_path / "images"
     (images / "pics").mkdir(parents=True)
-    for name in unusual_ids["ids"][1:]:
+    for name in unusual_ids["ids"][2:]:
         (images / "pics" / name).write_bytes((IMAGES / name).read_bytes())
     logdir = tmp_path / "projector"
     argv = ["--model-dir", str(trained), "--data", str(unusual_ids["collections"]), "--projector", str(logdir),
             "--images", str(images)]
+    assert evaluate.main(argv) == 0
+    assert (f"6 of 8 test images found in {images}; the others are grey tiles in the projector's sprite"
+            in capsys.readouterr().err.splitlines())
+    client = projector_client(logdir)
+    [info] = client.get("/info?run=.").json["embeddings"]
+    sprite = tf.io.decode_png(client.get(f"/sprite_image?run=.&name={info['tensorName']}").get_data()).numpy()
+    assert sprite.shape == (7 * 48, 7 * 48, 3)
+    tiles = {index: sprite[index // 7 * 48:(index // 7 + 1) * 48, index % 7 * 48:(index % 7 + 1) * 48]
+             for index in range(49)}
+    for index in (0, 1):
+        assert np.all(tiles[index] == projector.MISSING_IMAGE_TILE)
+    for index in range(2, 8):
+        tile = tf.image.resize(tf.io.decode_jpeg(tf.io.read_file(str(IMAGES / unusual_ids["ids"][index]))), (48, 48),
+                               antialias=True).numpy()
+        np.testing.assert_allclose(tiles[index], np.clip(tile, 0, 255).astype(np.uint8), atol=1)
+        assert not np.all(tiles[index] == projector.MISSING_IMAGE_TILE)
+    assert all(np.all(tiles[index] == projector.CAPTION_TILE) for index in range(8, 49))
+
+
+def test_a_folder_with_none_of_the_images_fails_before_any_work(trained, sample_data, tmp_path, capsys):
+    """An images folder holding none of the split's images is the wrong folder: exit 2, one line naming the
+    folder and an image file expected there, nothing written."""
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "unrelated.jpg").write_bytes((IMAGES / "1258913059_07c613f7ff.jpg").read_bytes())
+    first = (sample_data / "test_ids.txt").read_text().split()[0]
+    logdir = tmp_path / "projector"
+    argv = ["--model-dir", str(trained), "--data", str(sample_data), "--projector", str(logdir),
+            "--images", str(images)]
     assert evaluate.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == (f"error: --images {images}: 1 of the split's 8 images are missing, "
-                       f"e.g. 'pics/{unusual_ids['ids'][0][:-len('.jpg')]}'")
+    assert err[-1] == (f"error: --images {images}: none of the split's 8 images is there (e.g. no file {first!r}); "
+                       "is it the folder of the split's images?")
     assert not logdir.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["images"]

@@ -1,5 +1,6 @@
 import html.parser
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,14 +11,17 @@ from tools import show_retrievals
 
 
 class _Page(html.parser.HTMLParser):
-    """Collects the queries, results and image sources of a page."""
+    """Collects the queries, results, image sources and placeholders of a page."""
 
     def __init__(self):
         super().__init__()
         self.queries = []  # (kind, query index, [(result index, match)])
         self.sources = []
+        self.pictures = []  # ("img" or "placeholder", "query" or "thumbnail", image id), in page order
+        self.placeholder_texts = []
         self.texts = {}
         self._result = None
+        self._placeholder = False
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
@@ -33,14 +37,23 @@ class _Page(html.parser.HTMLParser):
                 self.texts[index] = ""
         if tag == "img":
             self.sources.append(attrs["src"])
+            self.pictures.append(("img", css[0], attrs["alt"]))
+        if tag == "div" and "not-found" in css:
+            self.pictures.append(("placeholder", css[0], attrs["title"]))
+            self.placeholder_texts.append("")
+            self._placeholder = True
 
     def handle_data(self, data):
         if self._result is not None:
             self.texts[self._result] += data
+        if self._placeholder:
+            self.placeholder_texts[-1] += data
 
     def handle_endtag(self, tag):
         if tag == "li":
             self._result = None
+        if tag == "div":
+            self._placeholder = False
 
 
 def parse(path):
@@ -97,7 +110,7 @@ def test_without_images_the_page_names_them(trained, tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["--images", "/nonexistent"], "not a directory"),
-    (["--images", str(EMBEDDED_TEXT)], "1000 of the split's 1000 images are missing"),
+    (["--images", str(EMBEDDED_TEXT)], "none of the split's 1000 images is there (e.g. no file '"),
     (["--out", "/nonexistent/page.html"], "does not exist"),
 ])
 def test_bad_arguments_are_one_line_errors(trained, argv, message, tmp_path, capsys):
@@ -106,6 +119,74 @@ def test_bad_arguments_are_one_line_errors(trained, argv, message, tmp_path, cap
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: ") and message in err[-1]
     assert not (tmp_path / "page.html").exists()
+
+
+def test_a_folder_with_some_of_the_images_shows_them_and_placeholders(trained, sample_data, tmp_path, capsys):
+    """3 of the 8 images in the folder: exit 0, pictures of those 3, a placeholder naming each other shown image,
+    and all queries among those with a picture."""
+    from data import splits
+
+    split = splits.load_split(sample_data, "test", "ims")
+    images = tmp_path / "some"
+    images.mkdir()
+    kept = split.image_ids[2:5]
+    for name in kept:
+        (images / name).write_bytes((IMAGES / name).read_bytes())
+    out = tmp_path / "page.html"
+    argv = ["--model-dir", str(trained), "--data", str(sample_data), "--images", str(images), "--queries", "3",
+            "--k", "8", "--out", str(out)]
+    assert show_retrievals.main(argv) == 0
+    assert f"3 of 8 test images found in {images}; the others are shown as placeholders" in \
+        capsys.readouterr().err.splitlines()
+    page = parse(out)
+
+    image_queries = [query for kind, query, _ in page.queries if kind == "image-query"]
+    caption_queries = [query for kind, query, _ in page.queries if kind == "caption-query"]
+    assert image_queries == [2, 3, 4]
+    assert len(caption_queries) == 3 and all(split.caption_image[query] in (2, 3, 4) for query in caption_queries)
+    # 3 query pictures, then 8 results (the whole split) for each caption query: 3 pictures and 5 placeholders.
+    assert [(shape, css) for shape, css, _ in page.pictures[:3]] == [("img", "query")] * 3
+    assert sorted(page.pictures[3:]) == sorted([("img", "thumbnail", name) for name in kept] * 3 + [
+        ("placeholder", "thumbnail", name) for name in split.image_ids if name not in kept] * 3)
+    assert all(text.endswith(f"not in {images}") for text in page.placeholder_texts)
+    for src in page.sources:
+        assert (out.parent / src).read_bytes() == (images / src.split("/")[-1]).read_bytes()
+    assert sorted(p.name for p in (tmp_path / "page_files").iterdir()) == sorted(kept)
+
+
+def test_the_embedded_sample_gives_every_query_a_picture(trained, tmp_path, capsys):
+    """The 8 embedded JPEGs of the 1000 test images (rows 0-7): the 8 image queries are those pictures,
+    and the 8 caption queries are captions of them."""
+    from data.embedded import EMBEDDED_DATA
+
+    out = tmp_path / "page.html"
+    argv = ["--model-dir", str(trained), "--data", EMBEDDED_DATA, "--images", str(IMAGES), "--out", str(out)]
+    assert show_retrievals.main(argv) == 0
+    assert f"8 of 1000 test images found in {IMAGES}; the others are shown as placeholders" in \
+        capsys.readouterr().err.splitlines()
+    page = parse(out)
+    image_queries = [query for kind, query, _ in page.queries if kind == "image-query"]
+    caption_queries = [query for kind, query, _ in page.queries if kind == "caption-query"]
+    assert image_queries == list(range(8)) and len(caption_queries) == 8
+    assert all(query // 5 < 8 for query in caption_queries)  # 5 captions an image, in image order
+    ids = (Path(EMBEDDED_DATA) / "test_ids.txt").read_text().split()
+    assert [picture for picture in page.pictures if picture[1] == "query"] == [("img", "query", name) for name in ids[:8]]
+    assert all(name in ids[:8] for shape, _, name in page.pictures if shape == "img")
+    assert all(name not in ids[:8] for shape, _, name in page.pictures if shape == "placeholder")
+
+
+def test_choose_queries_draws_the_preferred_first():
+    preferred = np.zeros(100, bool)
+    preferred[[3, 50, 97]] = True
+    rng = np.random.default_rng(0)
+    two = show_retrievals.choose_queries(rng, preferred, 2)
+    assert len(two) == 2 and set(two) <= {3, 50, 97} and two == sorted(two)
+    five = show_retrievals.choose_queries(rng, preferred, 5)
+    assert len(set(five)) == 5 and {3, 50, 97} <= set(five) and five == sorted(five)
+    assert show_retrievals.choose_queries(rng, preferred, 200) == list(range(100))
+    # With every item preferred, the draw of the whole range as before: a seed keeps its queries.
+    assert show_retrievals.choose_queries(np.random.default_rng(7), np.ones(100, bool), 8) == \
+        sorted(np.random.default_rng(7).choice(100, 8, replace=False).tolist())
 
 
 @pytest.mark.parametrize("argv, message", [
