@@ -143,6 +143,11 @@ class Trainer:
         train_data = pipeline.tokenize_split(train_split, model.vectorizer)
         writers = _summary_writers(self.model_dir / "logs", self.is_chief)
         loop = _Loop(cfg, self.strategy, model, optimizer, state, last, best, dev_split, writers)
+        if not model.fits_without_gradients:
+            steps_per_epoch = len(pipeline.epoch_order(train_data, cfg.train.sampling, cfg.train.batch_size,
+                                                       cfg.train.seed, 0, cfg.train.bucket_by_length))
+            loop.clock = _Clock(model.num_phases * cfg.train.epochs * steps_per_epoch, self._quick_preset_advice())
+        log.info("plan: %s", self._plan(model, train_split, loop.clock))
         try:
             fit = loop.fit_split(train_split) if model.fits_without_gradients else loop.train(train_data)
         except KeyboardInterrupt:
@@ -175,6 +180,30 @@ class Trainer:
             write_json_atomically(self.model_dir / "results.json", json.dumps(results, indent=2) + "\n")
             export_saved_model(model, cfg.image_dim, self.model_dir / SAVED_MODEL_DIR)
         return results
+
+    def _plan(self, model, train_split, clock):
+        """The run in one line: model, preset, steps, data, device, where."""
+        cfg = self.config
+        if clock is None:
+            work = f"fitted to {len(train_split.captions):,} training captions (no gradient steps)"
+        else:
+            phases = f"{model.num_phases} phases of " if model.num_phases > 1 else ""
+            steps_per_epoch = clock.total_steps // (model.num_phases * cfg.train.epochs)
+            work = (f"{phases}{cfg.train.epochs} epochs × {steps_per_epoch:,} steps of {cfg.train.batch_size} pairs "
+                    f"({clock.total_steps:,} steps at most)")
+        gpus = len(tf.config.list_physical_devices("GPU"))
+        device = f"{gpus} GPU{'s' if gpus > 1 else ''}" if gpus else f"CPU ({len(os.sched_getaffinity(0))} cores)"
+        precision = "float32" if cfg.runtime.mixed_precision == "none" else cfg.runtime.mixed_precision
+        return (f"{cfg.model_name}, preset {cfg.preset}: {work}, on {cfg.data.path}; "
+                f"{device}, {precision}, strategy {cfg.runtime.strategy}; into {self.model_dir}")
+
+    def _quick_preset_advice(self):
+        """What to say when the paper preset would take over an hour on a
+        machine without a GPU (None otherwise)."""
+        if self.config.preset != "paper" or "quick" not in self.spec.presets or tf.config.list_physical_devices("GPU"):
+            return None
+        return (f"the paper's settings are for a GPU; the 'quick' preset is sized for a CPU: "
+                f"python train.py --model {self.config.model_name} --preset quick")
 
     def _what_is_kept(self, last):
         """What an interrupted run leaves, and how to go on from it."""
@@ -282,6 +311,7 @@ class _Loop:
         self.train_writer, self.dev_writer = writers
         self.stop = False
         self.best_dev_metrics = None
+        self.clock = None  # a `_Clock` of the run's steps (gradient training)
         later_phases = model.num_phases - 1
         if self.cfg.train.phase_learning_rates and len(self.cfg.train.phase_learning_rates) != later_phases:
             raise InputError(
@@ -326,8 +356,9 @@ class _Loop:
                 self.state.step_in_epoch.assign_add(1)
                 self.state.global_step.assign_add(1)
                 step = int(self.state.global_step)
+                self.clock.tick(step)
                 bar.update(tc.batch_size)
-                bar.set_postfix(step=step, loss=f"{loss:.4g}", refresh=False)
+                bar.set_postfix(step=step, loss=f"{loss:.4g}", run_left=self.clock.left(step) or "?", refresh=False)
                 if step % tc.log_every == 0:
                     summary = window.flush()
                     with self.train_writer.as_default(step=step):
@@ -336,8 +367,10 @@ class _Loop:
                         tf.summary.scalar("phase", int(self.state.phase))
                         for name, value in summary.items():
                             tf.summary.scalar(name, value)
-                    log.info("epoch %d step %d loss %.4f grad norm %.3g (max %.3g since the last line)", epoch + 1,
-                             step, loss, summary["grad_norm"], summary["grad_norm_max"])
+                    left = self.clock.left(step)
+                    log.info("epoch %d step %d loss %.4f grad norm %.3g (max %.3g since the last line)%s", epoch + 1,
+                             step, loss, summary["grad_norm"], summary["grad_norm_max"],
+                             f"; about {left} of the run left" if left else "")
                 # The epoch counter moves before the end-of-epoch checkpoint,
                 # so a resumed run starts the next epoch.
                 epoch_done = int(self.state.step_in_epoch) == len(batches)
@@ -470,6 +503,60 @@ class _Loop:
             return pipeline.training_dataset(data, mine)
 
         return strategy.distribute_datasets_from_function(dataset_fn)
+
+class _Clock:
+    """The pace of a run: seconds a step from the steps this process timed,
+    validations and checkpoints included once some happened (the first
+    step, which traces the train step, is not timed).
+
+    After `ESTIMATE_STEPS` timed steps it logs, once, what the whole run
+    will take at that pace, and `advice` (the quick preset's command)
+    when that is over an hour.
+
+    Args:
+      total_steps: the run's steps at most (every phase's every epoch).
+      advice: what to say when the run would take over an hour, or None.
+    """
+
+    ESTIMATE_STEPS = 5
+
+    def __init__(self, total_steps, advice=None):
+        self.total_steps = total_steps
+        self.first = None  # (step, time) at the end of this process's first step
+        self.seconds_per_step = None
+        self.advice = advice
+        self.estimated = False
+
+    def tick(self, step):
+        now = time.monotonic()
+        if self.first is None:
+            self.first = (step, now)
+            return
+        self.seconds_per_step = (now - self.first[1]) / (step - self.first[0])
+        if not self.estimated and step - self.first[0] >= self.ESTIMATE_STEPS:
+            self.estimated = True
+            total = self.seconds_per_step * (self.total_steps - step)
+            log.info("estimate: %.3g s a step here, about %s for the run's %s steps left (validation not yet included)",
+                     self.seconds_per_step, _duration(total), f"{self.total_steps - step:,}")
+            if self.advice and total > 3600:
+                log.info("%s", self.advice)
+
+    def left(self, step):
+        """The run's remaining wall time at the current pace, as text
+        ("3.4 h"), or None before a pace is known."""
+        if self.seconds_per_step is None:
+            return None
+        return _duration(self.seconds_per_step * max(self.total_steps - step, 0))
+
+
+def _duration(seconds):
+    """A length of time as a reader wants it: "40 s", "12 min", "3.4 h"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
 
 def _save(manager, number):
     """Writes a checkpoint; a full disk or a quota is an `InputError` (the

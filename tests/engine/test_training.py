@@ -1,6 +1,8 @@
 """The trainer's training step and phases (a curriculum such as Vilalta et al.'s PH)."""
 
 import json
+import logging
+import os
 
 import keras
 import numpy as np
@@ -24,7 +26,8 @@ SCRIPTED_RSUM = [10.0, 12.0, 11.0, 13.0, 14.0]
 
 
 @pytest.fixture
-def scripted_run(monkeypatch, tmp_path):
+def scripted_run(monkeypatch, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="train")
     events = []
 
     def validate_metrics(loop):
@@ -232,3 +235,53 @@ def test_an_xla_compiled_step_equals_the_plain_one():
     np.testing.assert_allclose(result["grad_norm"], expected["grad_norm"], rtol=1e-5)
     for a, b in zip(compiled.get_weights(), plain.get_weights()):
         np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_the_run_states_its_plan_before_training(scripted_run, caplog):
+    # 160 images × 5 captions = 800 pairs, 25 batches of 32; sum-max has two phases of 2 epochs each.
+    [plan] = [r.getMessage() for r in caplog.get_records("setup") if r.getMessage().startswith("plan: ")]
+    assert plan.startswith("plan: gru, preset quick: 2 phases of 2 epochs × 25 steps of 32 pairs (100 steps at most), on ")
+    assert plan.endswith(f"; CPU ({len(os.sched_getaffinity(0))} cores), float32, strategy default; into {scripted_run[1]}")
+
+
+class FakeClock:
+    def __init__(self, monkeypatch):
+        self.now = 1000.0
+        monkeypatch.setattr(training.time, "monotonic", lambda: self.now)
+
+
+def test_the_clock_estimates_the_run_from_timed_steps_and_suggests_quick_past_an_hour(monkeypatch, caplog):
+    caplog.set_level(logging.INFO, logger="train")
+    fake = FakeClock(monkeypatch)
+    clock = training._Clock(total_steps=1006, advice="use the quick preset")
+    clock.tick(1)  # the first step (tracing) is not timed
+    assert clock.left(1) is None
+    for step in range(2, 7):
+        fake.now += 4.0
+        clock.tick(step)
+    # 4 s a step, 1000 steps left: 4000 s.
+    assert clock.left(6) == "67 min"
+    assert [r.getMessage() for r in caplog.records] == [
+        "estimate: 4 s a step here, about 67 min for the run's 1,000 steps left (validation not yet included)",
+        "use the quick preset"]
+    # A validation of 36 s between steps 6 and 7 slows the pace: (20 + 4 + 36) / 6 = 10 s a step.
+    fake.now += 40.0
+    clock.tick(7)
+    assert clock.left(7) == "2.8 h" and clock.left(1006) == "0 s"
+    assert len(caplog.records) == 2  # estimated once
+
+
+def test_no_advice_for_a_run_under_an_hour(monkeypatch, caplog):
+    caplog.set_level(logging.INFO, logger="train")
+    fake = FakeClock(monkeypatch)
+    clock = training._Clock(total_steps=106, advice="use the quick preset")
+    for step in range(1, 7):
+        fake.now += 30.0
+        clock.tick(step)
+    assert [r.getMessage() for r in caplog.records] == [
+        "estimate: 30 s a step here, about 50 min for the run's 100 steps left (validation not yet included)"]
+
+
+@pytest.mark.parametrize("seconds, text", [(0, "0 s"), (89, "89 s"), (90, "2 min"), (5399, "90 min"), (5400, "1.5 h")])
+def test_durations_read_as_seconds_minutes_or_hours(seconds, text):
+    assert training._duration(seconds) == text
