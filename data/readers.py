@@ -224,22 +224,6 @@ def image_file(directory, image_id):
     return None
 
 
-def check_image_files(directory, image_ids, argument="--images"):
-    """Fails unless `directory` holds a file for every image id (see
-    `image_file`); returns those files, in the order of `image_ids`."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise InputError(f"{argument} {directory}: not a directory")
-    found = [image_file(directory, name) for name in image_ids]
-    missing = [name for name, file in zip(image_ids, found) if file is None]
-    if missing:
-        raise InputError(
-            f"{argument} {directory}: {len(missing)} of the split's {len(image_ids)} images are missing, "
-            f"e.g. {missing[0]!r}"
-        )
-    return found
-
-
 def find_image_files(directory, image_ids, argument="--images"):
     """The file of each image id under `directory` (see `image_file`), None
     for those it lacks, in the order of `image_ids`: a folder may hold only

@@ -256,14 +256,6 @@ def test_image_file(tmp_path, image_id, file):
     assert readers.image_file(root, image_id) == (None if file is None else root / file)
 
 
-def test_check_image_files_accepts_folders_and_ids_without_extension(tmp_path):
-    root = image_folder(tmp_path / "images")
-    found = readers.check_image_files(root, ["val2014/COCO_1.jpg", "flat", "other"])
-    assert found == [root / "val2014/COCO_1.jpg", root / "flat.jpg", root / "other.PNG"]
-    with pytest.raises(InputError, match=r"^--images .*images: 1 of the split's 2 images are missing, e.g. 'val2014/x'$"):
-        readers.check_image_files(root, ["flat", "val2014/x"])
-
-
 def test_find_image_files_marks_the_missing_and_refuses_a_folder_with_none(tmp_path):
     root = image_folder(tmp_path / "images")
     assert readers.find_image_files(root, ["val2014/COCO_1", "missing.jpg", "other"]) == [
