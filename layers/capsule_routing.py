@@ -27,7 +27,7 @@ class CapsuleRouting(keras.layers.Layer):
     dot products are of tanh-bounded GRU states, O(1) to O(units), so the
     default `epsilon` only acts on a near-exact cancellation. Training can
     drive the capsules there, though (their embeddings anti-align so that
-    sum_k v_k shrinks; see the README): the denominators, the range of
+    sum_k v_k shrinks; see docs/rcn.md): the denominators, the range of
     alpha and of the routed masks are published as training diagnostics.
 
     Non-negative variant (`nonnegative=True`, a deviation from the letter of

@@ -445,7 +445,7 @@ PAPER_TRAINING = TrainConfig(
     grad_clip_norm=None,  # none in the paper
 )
 
-# Sized for a 2-core CPU (Sec. 3.3 of ../shared/specs/mcnn.md): the same
+# Sized for a 2-core CPU: the same
 # word, image and sentence sizes, 64 feature maps and 128 hidden units; Adam
 # (lr 1e-3) instead of SGD, to learn in minutes (a deliberate deviation); 30
 # epochs (at 10, every variant's dev rsum was still rising); dev validation

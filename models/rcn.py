@@ -282,9 +282,9 @@ PAPER_TRAINING = TrainConfig(
 # the paper mentions no clipping, but it adopts the loss of VSE++ [20],
 # whose protocol clips at 2, and the literal routing produces gradient
 # spikes of 10^3-10^5 (against 20-60) that, unclipped, inflate Adam's second moment
-# for the rest of a short run (see the README). Batches group captions of
+# for the rest of a short run (see docs/rcn.md). Batches group captions of
 # similar length (the paper draws random batches): 1.37x faster for the
-# RCN. "compare" runs the same for 6 epochs, the README's comparison.
+# RCN. "compare" runs the same for 6 epochs, the comparison of docs/rcn.md.
 QUICK = {
     "model.hinge": "sum",
     "model.embed_dim": 256,

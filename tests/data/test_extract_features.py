@@ -2,6 +2,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from common.errors import InputError
-from data import extract_features, readers
+from data import extract_features, image_features, readers
 from tests.helpers import EMBEDDED_IMAGES, REPO
 
 IMAGES = sorted(EMBEDDED_IMAGES.glob("*.jpg"))[:3]
@@ -37,7 +38,7 @@ def run_cli(images, text, out, *extra):
 
 def test_ten_crops_are_the_corners_centre_and_their_mirrors():
     image = np.arange(5 * 6, dtype=np.float32).reshape(1, 5, 6, 1)
-    crops = extract_features.ten_crops(tf.constant(image), 3).numpy()
+    crops = image_features.ten_crops(tf.constant(image), 3).numpy()
     assert crops.shape == (1, 10, 3, 3, 1)
     # 5 rows x 6 columns, 3x3 crops: the centre crop starts at row 1, column 1.
     for index, (y, x) in enumerate([(0, 0), (0, 3), (2, 0), (2, 3), (1, 1)]):
@@ -46,7 +47,7 @@ def test_ten_crops_are_the_corners_centre_and_their_mirrors():
         np.testing.assert_array_equal(crops[0, index + 5], crop[:, ::-1])
     # The papers' sizes: 224x224 crops of a 256x256 image, centre offset 16.
     big = tf.reshape(tf.range(256 * 256, dtype=tf.float32), (1, 256, 256, 1))
-    np.testing.assert_array_equal(extract_features.ten_crops(big, 224)[0, 4], big[0, 16:240, 16:240])
+    np.testing.assert_array_equal(image_features.ten_crops(big, 224)[0, 4], big[0, 16:240, 16:240])
 
 
 @pytest.mark.parametrize("crops", [1, 10])
@@ -55,10 +56,10 @@ def test_features_are_averaged_over_crops_in_file_order(crops):
     # features follow from the resized images by hand.
     inputs = keras.Input((224, 224, 3))
     model = keras.Model(inputs, keras.layers.GlobalAveragePooling2D()(inputs))
-    features = extract_features.FeatureExtractor(model, lambda x: x, crops)(IMAGES, batch_size=2)
+    features = image_features.FeatureExtractor(model, lambda x: x, crops)(IMAGES, batch_size=2)
     assert features.shape == (3, 3) and features.dtype == np.float32
     for row, path in enumerate(IMAGES):
-        image = extract_features.load_image(str(path), 256 if crops == 10 else 224).numpy()
+        image = image_features.load_image(str(path), 256 if crops == 10 else 224).numpy()
         if crops == 1:
             expected = image.mean(axis=(0, 1))
         else:
@@ -117,11 +118,11 @@ def test_stages_need_a_vgg_backbone(release, tmp_path, capsys):
 def test_weights_urls_are_the_ones_keras_downloads():
     from keras.src.applications import resnet, vgg16, vgg19
 
-    assert extract_features.BACKBONES["resnet152"].weights_url == (
+    assert image_features.BACKBONES["resnet152"].weights_url == (
         resnet.BASE_WEIGHTS_PATH + "resnet152_weights_tf_dim_ordering_tf_kernels.h5"
     )
-    assert extract_features.BACKBONES["vgg16"].weights_url == vgg16.WEIGHTS_PATH
-    assert extract_features.BACKBONES["vgg19"].weights_url == vgg19.WEIGHTS_PATH
+    assert image_features.BACKBONES["vgg16"].weights_url == vgg16.WEIGHTS_PATH
+    assert image_features.BACKBONES["vgg19"].weights_url == vgg19.WEIGHTS_PATH
 
 
 def test_offline_imagenet_weights_give_a_one_line_message(release, tmp_path):
@@ -140,7 +141,7 @@ def test_offline_imagenet_weights_give_a_one_line_message(release, tmp_path):
     assert result.returncode == 2 and len(error) == 1, result.stderr
     assert error[0] == (
         "error: cannot download the ImageNet weights of resnet152: download "
-        f"{extract_features.BACKBONES['resnet152'].weights_url} into {tmp_path / 'keras' / 'models'}/, "
+        f"{image_features.BACKBONES['resnet152'].weights_url} into {tmp_path / 'keras' / 'models'}/, "
         "or pass --weights PATH"
     )
 
@@ -164,7 +165,7 @@ def test_unreadable_images_are_named(tmp_path):
         shutil.copy(source, path)
     paths[3].write_bytes(b"not an image")
     with pytest.raises(InputError, match=r"d.jpg: not a readable image \(Unknown image file format"):
-        extract_features.FeatureExtractor(model, lambda x: x, 1)(paths, batch_size=2)
+        image_features.FeatureExtractor(model, lambda x: x, 1)(paths, batch_size=2)
 
 
 def test_corrupt_or_missing_images_exit_2_with_one_line(release, tmp_path, capsys):
@@ -218,7 +219,7 @@ def test_tfhub_module_as_the_backbone(release, tmp_path, as_signature):
     split = readers.load_precomp(out, "train", "ims")
     assert split.images.shape == (2, 4) and split.image_ids == NAMES[:2]
     for row, path in enumerate(IMAGES[:2]):
-        image = extract_features.load_image(str(path), 256).numpy() / 255
+        image = image_features.load_image(str(path), 256).numpy() / 255
         views = [image[y : y + 224, x : x + 224] for y, x in [(0, 0), (0, 32), (32, 0), (32, 32), (16, 16)]]
         expected = np.mean([view.mean(axis=(0, 1)) for view in views], axis=0) @ projection
         np.testing.assert_allclose(split.images[row], expected, rtol=1e-4)
@@ -229,6 +230,7 @@ def test_tfhub_module_as_the_backbone(release, tmp_path, as_signature):
     ("tfhub:{tmp}", [], "not a TF Hub module"),
     ("tfhub:{tmp}", ["--weights", "none"], "--weights applies to the keras.applications backbones"),
     ("tfhub:{tmp}", ["--stages"], "--stages needs a VGG backbone"),
+    ("resnet51", [], "--backbone 'resnet51': choose resnet152, vgg16, vgg19 or tfhub:HANDLE"),
 ])
 def test_tfhub_errors_are_one_line(release, tmp_path, capsys, backbone, extra, message):
     images, text = release
@@ -289,9 +291,9 @@ def test_tfhub_module_of_a_fixed_input_size_gets_the_crops_resized_to_it(release
     # The 224x224 views scaled to [0, 1], each resized to 32x32 (bilinear,
     # antialiased), every 8th pixel kept, averaged over the views.
     if crops == 1:
-        views = [extract_features.load_image(str(IMAGES[2]), 224).numpy() / 255]
+        views = [image_features.load_image(str(IMAGES[2]), 224).numpy() / 255]
     else:
-        image = extract_features.load_image(str(IMAGES[2]), 256).numpy() / 255
+        image = image_features.load_image(str(IMAGES[2]), 256).numpy() / 255
         views = [image[y : y + 224, x : x + 224] for y, x in [(0, 0), (0, 32), (32, 0), (32, 32), (16, 16)]]
         views += [view[:, ::-1] for view in views]
     small = [tf.image.resize(view, (32, 32), antialias=True).numpy() for view in views]
@@ -303,12 +305,12 @@ def test_tfhub_module_of_a_fixed_input_size_gets_the_crops_resized_to_it(release
 def test_tfhub_backbone_probes_the_modules_signature_once_up_front(tmp_path):
     tf.saved_model.save(_FixedSizeModule(), str(tmp_path / "fixed"))
     _save_module(tmp_path / "any-size", as_signature=True)
-    fixed = extract_features.hub_backbone(str(tmp_path / "fixed"))
+    fixed = image_features.hub_backbone(str(tmp_path / "fixed"))
     assert (fixed.input_size, fixed.dim) == ((32, 32), 48)
     crops = tf.random.uniform([2, 224, 224, 3], seed=1)
     np.testing.assert_allclose(fixed(crops), tf.image.resize(crops, (32, 32), antialias=True)[:, ::8, ::8].numpy()
                                .reshape(2, 48), rtol=1e-6)
-    any_size = extract_features.hub_backbone(str(tmp_path / "any-size"))
+    any_size = image_features.hub_backbone(str(tmp_path / "any-size"))
     assert (any_size.input_size, any_size.dim) == (None, 4)
 
 
@@ -327,3 +329,18 @@ def test_tfhub_module_that_gives_no_feature_vectors_is_refused_before_reading_im
     err = capsys.readouterr().err
     assert err.startswith(f"error: --backbone tfhub:{path}: {message}") and err.count("\n") == 1, err
     assert not (tmp_path / "o").exists()
+
+
+def test_the_command_loads_tensorflow_only_once_it_runs():
+    # So that its quiet start (common.startup) comes first.
+    code = "import sys, data.extract_features; print('tensorflow' in sys.modules)"
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
+
+
+def test_the_help_names_every_backbone(capsys):
+    with pytest.raises(SystemExit):
+        extract_features.parse_args(["--help"])
+    backbone_help = " ".join(capsys.readouterr().out.split()).split("--backbone BACKBONE ")[1]
+    assert backbone_help.startswith(f"{', '.join(sorted(image_features.BACKBONES))}, or tfhub:HANDLE_OR_PATH")
