@@ -18,7 +18,7 @@ import evaluate
 import train
 from common.errors import InputError
 from data import collections, readers, splits
-from tests.helpers import EMBEDDED_DATA, shared_data
+from tests.helpers import EMBEDDED_DATA
 
 TINY = [
     "--model", "w2vv-bow", "--preset", "quick",
@@ -300,7 +300,7 @@ def two_feature_run(tmp_path_factory):
     tiny model trained on their concatenation."""
     root = tmp_path_factory.mktemp("two_features")
     for feature in ("ims", "stages"):
-        collections.precomp_to_collections(shared_data("f8k_precomp"), root, feature=feature)
+        collections.precomp_to_collections(EMBEDDED_DATA, root, feature=feature)
     model_dir, results = train_tiny(root, root / "run", "--set", "data.image_features=ims+stages")
     return root, model_dir, results
 
@@ -309,7 +309,7 @@ def test_two_features_concatenate_per_item(two_feature_run):
     """load_split(..., 'ims+stages') is the 4400-column concatenation of both features (stand-in for audio)."""
     root, _, _ = two_feature_run
     both = splits.load_split(root, "test", "ims+stages")
-    data = shared_data("f8k_precomp")
+    data = EMBEDDED_DATA
     ims = readers.load_precomp(data, "test", "ims").images
     stages = readers.load_precomp(data, "test", "stages").images
     assert both.images.shape == (1000, 4400)

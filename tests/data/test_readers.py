@@ -46,11 +46,13 @@ def test_embedded_flickr8k_splits():
         assert data.image_ids[0].endswith(".jpg")
 
 
-def test_shared_data_matches_the_embedded_copy():
-    shared = readers.load_precomp(shared_data("f8k_precomp"), "dev")
-    embedded = readers.load_precomp(EMBEDDED_DATA, "dev")
+@pytest.mark.parametrize("split", ["train", "dev", "test"])
+@pytest.mark.parametrize("feature", ["ims", "stages"])
+def test_shared_data_matches_the_embedded_copy(split, feature):
+    shared = readers.load_precomp(shared_data("f8k_precomp"), split, feature)
+    embedded = readers.load_precomp(EMBEDDED_DATA, split, feature)
     np.testing.assert_array_equal(shared.images, embedded.images)
-    assert shared.captions == embedded.captions
+    assert shared.captions == embedded.captions and shared.image_ids == embedded.image_ids
 
 
 def test_one_row_per_image_and_one_row_per_caption(tmp_path):

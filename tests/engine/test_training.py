@@ -130,9 +130,8 @@ def test_poe_on_full_network_embeddings_end_to_end(tmp_path):
     import tensorflow as tf
 
     from data import readers
-    from tests.helpers import shared_data
+    from tests.helpers import EMBEDDED_DATA as data
 
-    data = shared_data("f8k_precomp")
     model_dir = tmp_path / "poe"
     argv = ["--model", "poe", "--preset", "quick", "--data", str(data), "--image-features", "fne",
             "--model-dir", str(model_dir), *TINY, "--set", "train.epochs=1", "--set", "train.phase_patience=1"]

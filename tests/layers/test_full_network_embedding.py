@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from data import readers
 from layers.full_network_embedding import FullNetworkEmbedding
-from tests.helpers import run_layer_test, shared_data
+from tests.helpers import EMBEDDED_DATA, run_layer_test
 
 RNG = np.random.default_rng(0)
 
@@ -30,7 +30,7 @@ def test_thresholds_are_strict_and_asymmetric():
 
 
 def test_statistics_come_from_the_training_images_only_real_stages():
-    data = shared_data("f8k_precomp")
+    data = EMBEDDED_DATA
     train = readers.load_precomp(data, "train", "stages").images
     test = readers.load_precomp(data, "test", "stages").images
     layer = FullNetworkEmbedding()
