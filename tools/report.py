@@ -27,7 +27,15 @@ number of them, any text around them), from each run's fit. Its cell is
 empty for a run that did not record every key it names, and in mean and
 paper rows; `header` is optional (default: the template with each field
 written as its key). The report knows no model's keys: the tables name
-them (see results/tables.toml).
+them (see results/tables.toml). Mean rows average the test metrics, the
+dev rsum and the times (in minutes), and show the cores when all their
+runs had the same; a run without a value (an old run's CPU time, cores or
+load) leaves its cell, and its mean rows' cell, empty.
+
+A table `{ id, test_suite = FILE }` is no table but one sentence: how the
+test suite's run recorded in FILE (JSON, relative to tables.toml, written
+by `python -m tools.time_tests`) ended, its counts, wall and CPU time,
+cores and load; a failed run says "failed" and its exit status.
 
 `--update FILE...` rewrites each table's block between the lines
 `<!-- report:ID -->` and `<!-- /report:ID -->`, wherever it is among the
@@ -36,18 +44,20 @@ are such runs) needs a block in exactly one of them, once; a block whose
 ID is no table's is an error naming its file and the ID. `--save-snapshot`
 keeps what was read from the runs in one small JSON file, from which
 `--snapshot` regenerates the same output without the runs (the tables of
-README.md and docs/*.md are checked against it by the tests).
+README.md and docs/*.md are checked against it by the tests); a
+test-suite table's FILE is read either way.
 
 A directory under RUNS is a run when its config.json is a JSON object with
 a "model_name" (train.py's) and it holds a results.json; others (another
 tool's config.json and results.json, a run still training) are skipped. A
-run's config.json and results.json, a snapshot, tables.toml and
-papers.toml are checked whole before any output is made: a missing or
-mistyped key is a one-line error naming the file and the key. All outputs
-(`--update`, `--plot`, `--save-snapshot`) are checked (directories, the
-plot's extension, FILE's blocks) and made in memory before the first is
-written, each atomically: bad input leaves all of them as they were (and a
-write failing on the disk names those written before it).
+run's config.json and results.json, a snapshot, tables.toml, papers.toml
+and a test suite's FILE are checked whole before any output is made: a
+missing or mistyped key is a one-line error naming the file and the key.
+All outputs (`--update`, `--plot`, `--save-snapshot`) are checked
+(directories, the plot's extension, FILE's blocks) and made in memory
+before the first is written, each atomically: bad input leaves all of
+them as they were (and a write failing on the disk names those written
+before it).
 """
 
 import argparse
@@ -93,8 +103,14 @@ RUN_COLUMNS = {
     "dev_rsum": "dev rsum",
     "dev_history": "dev rsum per validation",
     "wall_time": "wall time",
+    "cpu_time": "CPU time",
+    "cores": "cores",
+    "load": "load (start → end)",
     "peak_memory": "peak memory",
 }
+# The time columns and the results.json key of their seconds: a run's
+# wall time, and the CPU time (user + system) of its process.
+TIME_COLUMNS = {"wall_time": "wall_seconds", "cpu_time": "cpu_seconds"}
 RECALL_KS = (1, 5, 10)
 
 
@@ -244,12 +260,17 @@ def _is_metrics(value):
 _STRING = ("a string", lambda value: isinstance(value, str))
 _NUMBER = ("a number", _is_number)
 _METRICS = ("an object of metrics whose values are numbers", _is_metrics)
+_LOAD = ("a list of two numbers (the 1-minute load average at the start and at the end)",
+         lambda value: isinstance(value, list) and len(value) == 2 and all(map(_is_number, value)))
 # results.json (as train.py writes it), and the record made of it.
 RESULTS_FIELDS = {
     "dev": (_METRICS, REQUIRED),
     "test": (_METRICS, REQUIRED),
     "command": (("a command line (a string shlex can split)", _is_command), None),
     "wall_seconds": (_NUMBER, None),
+    "cpu_seconds": (_NUMBER, None),
+    "cores": (_NUMBER, None),
+    "load_average": (_LOAD, None),
     "peak_memory_bytes": (_NUMBER, None),
     "fit": (("an object (what the model recorded)", lambda value: isinstance(value, dict)), {}),
 }
@@ -343,6 +364,14 @@ def check_tables(data, papers, source, papers_source="papers.toml"):
 
 
 def _check_table(table, where, papers, papers_source):
+    if "test_suite" in table:
+        unknown = sorted(set(table) - {"id", "test_suite"})
+        if unknown:
+            raise InputError(f"{where}: unknown key {unknown[0]!r}; a test-suite table has only id and test_suite")
+        if not isinstance(table["test_suite"], str) or not table["test_suite"]:
+            raise InputError(f"{where}: the key 'test_suite' must be the path of a JSON file written by "
+                             f"`python -m tools.time_tests` (relative to the tables file), got {_json(table['test_suite'])}")
+        return
     unknown = sorted(set(table) - {"id", "labels", "columns", "rows", "commands", "spread"})
     if unknown:
         raise InputError(f"{where}: unknown key {unknown[0]!r}; a table has id, labels, columns, rows, commands, spread")
@@ -412,14 +441,21 @@ def _check_label(label, where, is_run):
 # --- Tables ---------------------------------------------------------------------------------------
 
 
-def render(tables, papers, runs, root, source="tables.toml", origins=None):
+def render(tables, papers, runs, root, source="tables.toml", origins=None, suites=None):
     """{table id: markdown block} of every table (checked by check_tables)
     with at least one row, plus "other-runs" for the runs that no table
     names; `source` (the tables' file) names the table in errors, `origins`
-    ({run name: its results.json, or the snapshot and the run}) the run."""
+    ({run name: its results.json, or the snapshot and the run}) the run.
+    A test-suite table's block is the sentence of its record in `suites`
+    (read_test_suites' {table id: record}; read from beside `source` when
+    not given)."""
+    suites = read_test_suites(tables, source) if suites is None else suites
     blocks = {}
     named = set()
     for table in tables:
+        if "test_suite" in table:
+            blocks[table["id"]] = suite_sentence(suites[table["id"]])
+            continue
         for row in table["rows"]:
             named.update(_row_runs(row))
         block = render_table(table, papers, runs, root, source, origins)
@@ -580,25 +616,40 @@ def _row_cells(row, columns, papers, runs, spread, origins):
         origin = origins.get(row["run"], f"run {row['run']!r}")
         return _labels(row, record) + [_run_cell(column, record, paper, origin) for column in columns]
     if "mean" in row:
-        cells = []
-        for column in columns:
-            samples = [_number(column, runs[name]) for name in row["mean"]]
-            if None in samples:
-                cells.append("")
-            elif spread:
-                cells.append(f"{_format(column, statistics.mean(samples))} ± {_format(column, statistics.stdev(samples))}")
-            else:
-                cells.append(_format(column, statistics.mean(samples)))
-        return _labels(row) + cells
+        records = [runs[name] for name in row["mean"]]
+        return _labels(row) + [_mean_cell(column, records, spread) for column in columns]
     values = _with_sums(_paper_row(papers, row["paper"]))
     return _labels(row) + [_metric_cell(column, values.get(column)) if column in METRICS else "" for column in columns]
 
 
 def _number(column, record):
-    """A run's value of a numeric column (test metrics, dev rsum), else None."""
+    """A run's value of a numeric column (test metrics, dev rsum, seconds
+    of a time column), else None."""
     if column in METRICS:
         return _with_sums(record["test"]).get(column)
-    return record["dev"].get("rsum") if column == "dev_rsum" else None
+    if column == "dev_rsum":
+        return record["dev"].get("rsum")
+    return record[TIME_COLUMNS[column]] if column in TIME_COLUMNS else None
+
+
+def _mean_cell(column, records, spread):
+    """A mean row's cell: the mean of a numeric column over `records`, and
+    its standard deviation when `spread`; times in minutes. The cores when
+    all runs had the same; empty for any other column or a run without
+    the value."""
+    if column == "cores":
+        values = {record["cores"] for record in records}
+        return _cores(values.pop()) if len(values) == 1 and None not in values else ""
+    samples = [_number(column, record) for record in records]
+    if None in samples:
+        return ""
+    unit = ""
+    if column in TIME_COLUMNS:  # minutes, so that the mean and its spread share one unit
+        samples, unit = [seconds / 60 for seconds in samples], " min"
+    text = _format(column, statistics.mean(samples))
+    if spread:
+        text += f" ± {_format(column, statistics.stdev(samples))}"
+    return text + unit
 
 
 def _paper_row(papers, key):
@@ -642,13 +693,30 @@ def _run_cell(column, record, paper, origin):
         return _metric_cell(column[len("paper:"):], paper.get(column[len("paper:"):]))
     if column == "dev_history":
         return ", ".join(f"{value:.1f}" for value in record["dev_history"])
-    if column == "wall_time":
-        seconds = record["wall_seconds"]
-        return "" if seconds is None else f"{seconds:.0f} s" if seconds < 60 else f"{seconds / 60:.1f} min"
+    if column in TIME_COLUMNS:
+        seconds = record[TIME_COLUMNS[column]]
+        return "" if seconds is None else _duration(seconds)
+    if column == "cores":
+        return "" if record["cores"] is None else _cores(record["cores"])
+    if column == "load":
+        return "" if record["load_average"] is None else _load(record["load_average"])
     if column == "peak_memory":
         size = record["peak_memory_bytes"]
         return "" if size is None else f"{size / 2**30:.1f} GiB"
     raise AssertionError(column)
+
+
+def _duration(seconds):
+    return f"{seconds:.0f} s" if seconds < 60 else f"{seconds / 60:.1f} min"
+
+
+def _cores(cores):
+    return f"{cores:g}"
+
+
+def _load(load_average):
+    start, end = load_average
+    return f"{start:.1f} → {end:.1f}"
 
 
 def _command(record, root, name):
@@ -663,6 +731,69 @@ def _command(record, root, name):
         elif word.startswith("--model-dir="):
             words[i] = f"--model-dir={root}/{name}"
     return shlex.join(words)
+
+
+# --- The test suite's time -----------------------------------------------------------------------
+#
+# A test-suite table ({ id, test_suite = FILE }) is one sentence made from
+# the JSON FILE (relative to the tables file) that `python -m
+# tools.time_tests` wrote: how the suite ended and what its time measured.
+
+_COUNTS = ("an object of pytest's outcome counts (whole numbers ≥ 0)",
+           lambda value: isinstance(value, dict) and all(isinstance(count, int) and not isinstance(count, bool)
+                                                          and count >= 0 for count in value.values()))
+TEST_SUITE_FIELDS = {
+    "command": (_STRING, REQUIRED),
+    "date": (("an ISO date and time (YYYY-MM-DDTHH:MM:SS...)", lambda value: isinstance(value, str)
+              and re.fullmatch(r"\d{4}-\d\d-\d\d(T.*)?", value) is not None), REQUIRED),
+    "exit_status": (("a whole number", lambda value: isinstance(value, int) and not isinstance(value, bool)), REQUIRED),
+    "counts": (_COUNTS, REQUIRED),
+    "wall_seconds": (_NUMBER, REQUIRED),
+    "cpu_seconds": (_NUMBER, REQUIRED),
+    "cores": (_NUMBER, REQUIRED),
+    "load_average": (_LOAD, REQUIRED),
+    "python": (_STRING, REQUIRED),
+    "tensorflow": (_STRING, None),  # null: not installed
+}
+# The outcomes in the order of the sentence (pytest's summary line order
+# varies); any other a plugin counts comes after them. Warnings are not
+# outcomes of tests.
+OUTCOMES = ("passed", "failed", "errors", "skipped", "deselected", "xfailed", "xpassed")
+
+
+def read_test_suites(tables, source):
+    """{table id: record} of the test-suite tables (checked by
+    check_tables), each read from its file (relative to the tables file
+    `source`) and checked whole: a missing or mistyped key is an
+    InputError naming the file and the key."""
+    suites = {}
+    for table in tables:
+        if "test_suite" in table:
+            path = Path(source).parent / table["test_suite"]
+            record = _read_json(path)
+            if not isinstance(record, dict):
+                raise InputError(f"{path}: not a JSON object; not written by `python -m tools.time_tests`?")
+            _check_fields(record, path, TEST_SUITE_FIELDS)
+            suites[table["id"]] = _with_defaults(record, TEST_SUITE_FIELDS)
+    return suites
+
+
+def suite_sentence(record):
+    """One sentence: the command, its outcome counts (or how it failed),
+    wall and CPU time, cores, load at its start and end, its date and the
+    versions it ran on."""
+    counts = record["counts"]
+    names = [*(name for name in OUTCOMES if name in counts), *(name for name in counts if name not in OUTCOMES)]
+    outcome = ", ".join(f"{counts[name]} {'error' if name == 'errors' and counts[name] == 1 else name}"
+                        for name in names if counts[name] and name != "warnings")
+    outcome = outcome or "no tests ran"
+    if record["exit_status"] != 0:
+        outcome = f"failed (exit status {record['exit_status']}): {outcome}"
+    cores = record["cores"]
+    versions = f"Python {record['python']}" + (f", TensorFlow {record['tensorflow']}" if record["tensorflow"] else "")
+    return (f"`{record['command']}`: {outcome} in {_duration(record['wall_seconds'])} wall "
+            f"({_duration(record['cpu_seconds'])} CPU) on {_cores(cores)} core{'' if cores == 1 else 's'}, "
+            f"load {_load(record['load_average'])}, {record['date'][:10]} ({versions}).")
 
 
 # --- Output ---------------------------------------------------------------------------------------
@@ -815,8 +946,10 @@ def _run(args):
     fmt = figure_format(args.plot, "--plot") if args.plot else None
     papers = check_papers(read_toml(args.papers), args.papers)
     tables = check_tables(read_toml(args.tables), papers, args.tables, args.papers)
-    if args.plot and not tables:
-        raise InputError(f"--plot {args.plot}: {args.tables} has no table; the plot draws the runs of its first")
+    suites = read_test_suites(tables, args.tables)
+    run_tables = [table for table in tables if "test_suite" not in table]
+    if args.plot and not run_tables:
+        raise InputError(f"--plot {args.plot}: {args.tables} has no table of runs; the plot draws the runs of its first")
     markdown = {}
     if args.update:
         markdown = {path: read_text(path) for path in args.update}
@@ -829,7 +962,7 @@ def _run(args):
         origins = {name: str(Path(args.runs) / name / "results.json") for name in runs}
 
     # Everything made in memory, then written.
-    blocks = render(tables, papers, runs, root, args.tables, origins)
+    blocks = render(tables, papers, runs, root, args.tables, origins, suites)
     writes, plotted = [], []
     if args.save_snapshot:
         text = json.dumps({"root": root, "runs": runs}, indent=1, sort_keys=True) + "\n"
@@ -838,10 +971,10 @@ def _run(args):
         table_ids = [table["id"] for table in tables]
         writes += [(path, text.encode("utf-8")) for path, text in updated_markdown(markdown, blocks, table_ids).items()]
     if args.plot:
-        if not any(row.get("run") in runs for row in tables[0]["rows"]):
+        if not any(row.get("run") in runs for row in run_tables[0]["rows"]):
             raise InputError(f"--plot {args.plot}: none of the runs of the first table of {args.tables} "
-                             f"({tables[0]['id']!r}) is there to draw")
-        plotted, image = plot_recalls(tables[0], runs, fmt, origins)
+                             f"({run_tables[0]['id']!r}) is there to draw")
+        plotted, image = plot_recalls(run_tables[0], runs, fmt, origins)
         writes.append((args.plot, image))
     write_all(writes)
     for series in plotted:

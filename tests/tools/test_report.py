@@ -19,8 +19,11 @@ SNAPSHOT = ROOT / "results" / "runs.json"
 
 def test_the_readmes_tables_are_the_reports_output_from_the_checked_in_runs(tmp_path, capsys):
     root, runs = report.read_snapshot(SNAPSHOT)
-    tables = report.read_toml(report.RESULTS_DIR / "tables.toml")["table"]
-    blocks = report.render(tables, report.read_toml(report.RESULTS_DIR / "papers.toml"), runs, root)
+    tables_path = report.RESULTS_DIR / "tables.toml"
+    tables = report.read_toml(tables_path)["table"]
+    # The test suite's sentences come from results/test_suite.json, beside tables.toml.
+    blocks = report.render(tables, report.read_toml(report.RESULTS_DIR / "papers.toml"), runs, root, str(tables_path))
+    assert {"test-suite", "test-suite-testing"} <= blocks.keys()
     command = "python -m tools.report --snapshot results/runs.json --update README.md docs/*.md"
     assert command in report.__doc__
     # Each table's block is in exactly one of the files, once, and is the report's output.
@@ -49,7 +52,7 @@ def test_every_paper_row_and_every_table_row_resolves():
     papers = report.read_toml(report.RESULTS_DIR / "papers.toml")
     root, runs = report.read_snapshot(SNAPSHOT)
     for table in report.read_toml(report.RESULTS_DIR / "tables.toml")["table"]:
-        for row in table["rows"]:
+        for row in table.get("rows", []):  # a test-suite table has none
             assert len(row["labels"]) == len(table["labels"]), (table["id"], row)
             assert report._row_runs(row) <= runs.keys(), (table["id"], row)
             if "paper" in row:
@@ -121,7 +124,7 @@ python train.py --model gru --preset quick --set train.seed=1 --model-dir=runs/b
 |---|---|---|---|---|---|---|---|
 | `gru` | 0 | 10.0 | 4 | 80.0 | 250.5 | 100.0 | 1.5 min |
 | `gru` (quick) | 1 | 12.0 | 4 | 96.0 |  | 100.0 | 30 s |
-| mean |  | 11.0 | 4 | 88.0 |  | 100.0 |  |
+| mean |  | 11.0 | 4 | 88.0 |  | 100.0 | 1.0 min |
 | paper |  | 30.0 | 7.5 | 250.5 |  |  |  |"""
     # The missing run's row is left out; means with their standard deviation.
     assert blocks["two"].endswith("| model | i2t R@1 | η / dev rsum | peak memory |\n|---|---|---|---|\n| a and b | 11.0 ± 1.4 |  |  |")
@@ -166,8 +169,9 @@ def test_update_snapshot_and_errors(runs_dir, tmp_path, capsys):
 
 def _record(fit):
     """A run's record as read_runs returns it, with this fit."""
-    return {"model": "m", "preset": "quick", "command": None, "wall_seconds": None, "peak_memory_bytes": None,
-            "fit": fit, "dev": _metrics(1.0, 10.0), "test": _metrics(2.0, 20.0), "dev_history": []}
+    return {"model": "m", "preset": "quick", "command": None, "wall_seconds": None, "cpu_seconds": None, "cores": None,
+            "load_average": None, "peak_memory_bytes": None, "fit": fit, "dev": _metrics(1.0, 10.0),
+            "test": _metrics(2.0, 20.0), "dev_history": []}
 
 
 def test_fit_columns_fill_in_the_keys_a_run_recorded():
@@ -203,6 +207,54 @@ def test_fit_columns_fill_in_the_keys_a_run_recorded():
 | nothing | 20.0 |  |  |  |  |
 | null | 20.0 |  | 50.0% |  |  |
 | mean | 20.0 |  |  |  |  |"""
+
+
+def _machine(wall, cpu, cores, load):
+    """A run's record that says how it used the machine."""
+    return {**_record({}), "wall_seconds": wall, "cpu_seconds": cpu, "cores": cores, "load_average": load}
+
+
+@pytest.mark.parametrize(("spread", "means"), [
+    (True, ["| a, b | 12.1 ± 3.0 min | 18.5 ± 2.1 min | 2 |  |",  # sd of 10.0 and 14.2 min: 4.2 / √2
+            "| a, c | 5.4 ± 6.5 min | 9.2 ± 11.1 min |  |  |"]),  # 10 and 0.75 min; 17 and 1.33 min; 2 and 4 cores
+    (False, ["| a, b | 12.1 min | 18.5 min | 2 |  |", "| a, c | 5.4 min | 9.2 min |  |  |"]),
+])
+def test_how_a_run_used_the_machine_and_the_mean_of_its_times(spread, means):
+    runs = {
+        "a": _machine(600.0, 1020.0, 2, [1.1, 3.94]),
+        "b": _machine(852.0, 1200.0, 2, [0.5, 2]),
+        "c": _machine(45.0, 80.0, 4, [0, 1.26]),
+        "old": _record({}),  # before train.py recorded CPU time, cores and load
+    }
+    table = {"id": "t", "labels": ["run"], "columns": ["wall_time", "cpu_time", "cores", "load"], "spread": spread,
+             "rows": [*({"run": name, "labels": [name]} for name in runs),
+                      {"mean": ["a", "b"], "labels": ["a, b"]}, {"mean": ["a", "c"], "labels": ["a, c"]},
+                      {"mean": ["a", "old"], "labels": ["a, old"]}]}
+    assert report.render_table(table, {}, runs, "runs").split("\n\n", 1)[1] == "\n".join([
+        "| run | wall time | CPU time | cores | load (start → end) |",
+        "|---|---|---|---|---|",
+        "| a | 10.0 min | 17.0 min | 2 | 1.1 → 3.9 |",
+        "| b | 14.2 min | 20.0 min | 2 | 0.5 → 2.0 |",
+        "| c | 45 s | 1.3 min | 4 | 0.0 → 1.3 |",
+        "| old |  |  |  |  |",
+        *means,
+        "| a, old |  |  |  |  |",  # a mean of a run without the values is not a mean of the others
+    ])
+
+
+def test_a_runs_cpu_time_cores_and_load_from_its_results_and_through_a_snapshot(runs_dir, tmp_path, capsys):
+    runs, tables, papers = runs_dir
+    results = runs / "a" / "results.json"
+    results.write_text(json.dumps({**json.loads(results.read_text()), "cpu_seconds": 150.0, "cores": 2, "load_average": [0.25, 1.5]}))
+    tables.write_text(TABLE.replace('["rsum"]', '["wall_time", "cpu_time", "cores", "load"]') +
+                      'rows = [{ run = "a", labels = ["a"] }, { run = "b", labels = ["b"] }]\n')
+    common = ["--tables", str(tables), "--papers", str(papers)]
+    snapshot = tmp_path / "snapshot.json"
+    assert report.main([str(runs), *common, "--save-snapshot", str(snapshot)]) == 0
+    printed = capsys.readouterr().out
+    assert "| a | 1.5 min | 2.5 min | 2 | 0.2 → 1.5 |\n| b | 30 s |  |  |  |\n" in printed  # b: recorded none of them
+    assert report.main(["--snapshot", str(snapshot), *common]) == 0
+    assert capsys.readouterr().out == printed
 
 
 def test_the_report_knows_no_models_fit_keys():
@@ -343,6 +395,11 @@ def test_folders_that_are_not_train_py_runs_are_skipped(workspace, capsys):
     ("results.json", '{"dev": {}, "test": {}, "command": "train.py --set \\"x"}', "results.json: the key 'command' must be a command line"),
     ("results.json", '{"dev": {}, "test": {}, "wall_seconds": "90"}', "results.json: the key 'wall_seconds' must be a number, got \"90\""),
     ("results.json", '{"dev": {}, "test": {}, "peak_memory_bytes": true}', "results.json: the key 'peak_memory_bytes' must be a number"),
+    ("results.json", '{"dev": {}, "test": {}, "cpu_seconds": "61"}', "results.json: the key 'cpu_seconds' must be a number, got \"61\""),
+    ("results.json", '{"dev": {}, "test": {}, "cores": [2]}', "results.json: the key 'cores' must be a number, got [2]"),
+    ("results.json", '{"dev": {}, "test": {}, "load_average": [1.0]}',
+     "results.json: the key 'load_average' must be a list of two numbers (the 1-minute load average at the start and at the end), got [1.0]"),
+    ("results.json", '{"dev": {}, "test": {}, "load_average": [1.0, "2"]}', "results.json: the key 'load_average' must be a list of two numbers"),
     ("results.json", '{"dev": {}, "test": {}, "fit": [0.1]}', "results.json: the key 'fit' must be an object"),
     ("config.json", '{"model_name": "gru"}', "config.json: lacks the key 'preset'"),
     ("config.json", '{"model_name": "gru", "preset": 1}', "config.json: the key 'preset' must be a string, got 1"),
@@ -373,6 +430,8 @@ def _snapshot(workspace, change):
     (lambda s: s["runs"]["b"]["test"].update(rsum="96"), ": run 'b': the key 'test.rsum' must be a number, got \"96\""),
     (lambda s: s["runs"]["a"].update(dev_history=["1.0"]), ": run 'a': the key 'dev_history' must be a list of numbers"),
     (lambda s: s["runs"]["a"].update(command=5), ": run 'a': the key 'command' must be a command line"),
+    (lambda s: s["runs"]["a"].update(load_average=3.5), ": run 'a': the key 'load_average' must be a list of two numbers"),
+    (lambda s: s["runs"]["b"].update(cpu_seconds=True), ": run 'b': the key 'cpu_seconds' must be a number, got true"),
 ])
 def test_a_malformed_snapshot_is_an_error_naming_it_and_the_run(workspace, capsys, change, problem):
     argv = _snapshot(workspace, change)
@@ -519,7 +578,7 @@ def test_every_output_is_checked_before_any_is_written(workspace, capsys):
     workspace["tables"].write_text(TABLE + 'rows = [{ run = "gone", labels = ["g"] }]\n')
     _fails(capsys, workspace, [*snapshot, "--plot", str(out / "recall.png")], "none of the runs of the first table")
     workspace["tables"].write_text("")
-    _fails(capsys, workspace, [*snapshot, "--plot", str(out / "recall.png")], "has no table; the plot draws the runs of its first")
+    _fails(capsys, workspace, [*snapshot, "--plot", str(out / "recall.png")], "has no table of runs; the plot draws the runs of its first")
 
 
 def test_all_outputs_are_written_together(workspace, capsys, monkeypatch):
@@ -591,3 +650,78 @@ def test_blocks_over_several_files_are_checked_before_anything_is_written(worksp
     _fails(capsys, workspace, [*snapshot, "--update", str(markdown), str(other)],
            f"{other}: <!-- report:two --> has no <!-- /report:two --> line after it")
     _fails(capsys, workspace, [*snapshot, "--update", str(markdown), str(markdown)], f"--update {markdown}: is given twice")
+
+
+# --- The test suite's time ---------------------------------------------------------------------------
+
+SUITE = {"command": "python -m pytest", "date": "2026-11-24T09:30:00+00:00", "exit_status": 0,
+         "counts": {"deselected": 3, "passed": 894, "warnings": 2}, "wall_seconds": 664.82, "cpu_seconds": 1140.0,
+         "cores": 2, "load_average": [0.71, 2.08], "python": "3.11.7", "tensorflow": "2.21.0"}
+
+
+@pytest.mark.parametrize(("change", "sentence"), [
+    ({}, "`python -m pytest`: 894 passed, 3 deselected in 11.1 min wall (19.0 min CPU) on 2 cores, load 0.7 → 2.1, "
+         "2026-11-24 (Python 3.11.7, TensorFlow 2.21.0)."),
+    ({"exit_status": 1, "counts": {"skipped": 4, "errors": 1, "failed": 2, "passed": 890, "deselected": 3, "xfailed": 1},
+      "wall_seconds": 41.2, "cores": 1, "tensorflow": None},
+     "`python -m pytest`: failed (exit status 1): 890 passed, 2 failed, 1 error, 4 skipped, 3 deselected, 1 xfailed "
+     "in 41 s wall (19.0 min CPU) on 1 core, load 0.7 → 2.1, 2026-11-24 (Python 3.11.7)."),
+    ({"exit_status": 5, "counts": {}, "command": "python -m pytest -k nothing", "wall_seconds": 3.0, "cpu_seconds": 2.5},
+     "`python -m pytest -k nothing`: failed (exit status 5): no tests ran in 3 s wall (2 s CPU) on 2 cores, "
+     "load 0.7 → 2.1, 2026-11-24 (Python 3.11.7, TensorFlow 2.21.0)."),
+])
+def test_the_test_suites_sentence(change, sentence):
+    assert report.suite_sentence({**SUITE, **change}) == sentence
+
+
+SUITE_TABLE = '\n[[table]]\nid = "suite"\ntest_suite = "suite.json"\n'
+
+
+@pytest.fixture
+def suite_workspace(workspace):
+    """The workspace with a test-suite table, its JSON beside tables.toml
+    and its block in the markdown file."""
+    workspace["tables"].write_text(workspace["tables"].read_text() + SUITE_TABLE)
+    workspace["suite"] = workspace["tables"].parent / "suite.json"
+    workspace["suite"].write_text(json.dumps(SUITE))
+    workspace["markdown"].write_text(workspace["markdown"].read_text() + "The suite:\n<!-- report:suite -->\n<!-- /report:suite -->\n")
+    return workspace
+
+
+def test_a_test_suite_table_is_its_sentence_in_its_block(suite_workspace, capsys):
+    argv = ["--snapshot", str(suite_workspace["snapshot"]), "--tables", str(suite_workspace["tables"]),
+            "--papers", str(suite_workspace["papers"])]
+    assert report.main([*argv, *_update(suite_workspace)]) == 0
+    assert report.markdown_blocks(suite_workspace["markdown"].read_text())["suite"] == report.suite_sentence(SUITE)
+    assert "<!-- report:suite -->\n`python -m pytest`: 894 passed" in capsys.readouterr().out
+    # Without its block the update is refused, as for any table.
+    suite_workspace["markdown"].write_text(suite_workspace["markdown"].read_text().split("The suite:")[0])
+    _fails(capsys, suite_workspace, [*argv[:2], *_update(suite_workspace)], "no <!-- report:suite -->")
+
+
+@pytest.mark.parametrize(("change", "problem"), [
+    (lambda s: s.pop("counts"), "suite.json: lacks the key 'counts' (an object of pytest's outcome counts"),
+    (lambda s: s.update(counts={"passed": "894"}), "suite.json: the key 'counts' must be an object of pytest's outcome counts"),
+    (lambda s: s.update(wall_seconds="664"), "suite.json: the key 'wall_seconds' must be a number, got \"664\""),
+    (lambda s: s.update(load_average=[0.7]), "suite.json: the key 'load_average' must be a list of two numbers"),
+    (lambda s: s.update(exit_status=True), "suite.json: the key 'exit_status' must be a whole number, got true"),
+    (lambda s: s.update(date="yesterday"), "suite.json: the key 'date' must be an ISO date"),
+    (lambda s: s.update(tensorflow=2), "suite.json: the key 'tensorflow' must be a string, got 2"),
+])
+def test_a_malformed_test_suite_record_is_an_error_naming_it_and_the_key(suite_workspace, capsys, change, problem):
+    record = dict(SUITE)
+    change(record)
+    suite_workspace["suite"].write_text(json.dumps(record))
+    err = _fails(capsys, suite_workspace, ["--snapshot", str(suite_workspace["snapshot"]), *_update(suite_workspace)], problem)
+    assert err.startswith(f"error: {suite_workspace['suite']}: ")
+
+
+def test_a_missing_test_suite_record_or_a_malformed_test_suite_table_is_an_error(suite_workspace, capsys):
+    argv = ["--snapshot", str(suite_workspace["snapshot"]), *_update(suite_workspace)]
+    suite_workspace["suite"].unlink()
+    _fails(capsys, suite_workspace, argv, f"{suite_workspace['suite']}: ")
+    tables = suite_workspace["tables"]
+    tables.write_text(TABLE + 'rows = []\n' + SUITE_TABLE + 'labels = ["m"]\n')
+    _fails(capsys, suite_workspace, argv, f"{tables}: table 'suite': unknown key 'labels'; a test-suite table has only id and test_suite")
+    tables.write_text(TABLE + 'rows = []\n' + SUITE_TABLE.replace('"suite.json"', "3"))
+    _fails(capsys, suite_workspace, argv, f"{tables}: table 'suite': the key 'test_suite' must be the path of a JSON file")
