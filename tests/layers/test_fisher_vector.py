@@ -1,11 +1,13 @@
-"""FisherVector against a NumPy transcription of eqs. 4, 5, 10, 11 and
-against the autodiff gradient of the log-likelihood."""
+"""FisherVector against a NumPy transcription of eqs. 4, 5, 10, 11 (with
+SciPy's densities for the posteriors), against the autodiff gradient of the
+log-likelihood, and on a hand-built case pinning sgn(0) = +1."""
 
 import math
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from scipy import special, stats
 
 from layers.fisher_vector import FisherVector
 from models.fisher_vectors.mixtures import Mixture
@@ -26,14 +28,25 @@ def sentences(lengths, seed=0, width=7):
     return rng.normal(size=(len(lengths), width, D)).astype(np.float32), mask
 
 
+def posteriors(mixture, words):
+    """T_ki from SciPy's Gaussian and Laplacian densities: [N, K]."""
+    x = words[:, None, :]
+    log_h = np.log(mixture.weights) + np.sum(np.where(
+        mixture.laplacian,
+        stats.laplace.logpdf(x, mixture.loc, mixture.scale),
+        stats.norm.logpdf(x, mixture.loc, mixture.scale)), axis=-1)
+    return np.exp(log_h - special.logsumexp(log_h, axis=1, keepdims=True))
+
+
 def numpy_fisher_vector(mixture, words):
-    """Eqs. 4, 5, 10, 11 for one sentence [N, D], sums written out."""
+    """Eqs. 4, 5, 10, 11 for one sentence [N, D], sums written out; sgn(0)
+    = +1 as the layer documents."""
     n = len(words)
-    t = mixture.responsibilities(words)
-    location, scale = np.zeros((K, D)), np.zeros((K, D))
-    for k in range(K):
+    (k_count, d_count), t = mixture.loc.shape, posteriors(mixture, words)
+    location, scale = np.zeros((k_count, d_count)), np.zeros((k_count, d_count))
+    for k in range(k_count):
         norm = math.sqrt(n * mixture.weights[k])
-        for d in range(D):
+        for d in range(d_count):
             m, s = mixture.loc[k, d], mixture.scale[k, d]
             if mixture.laplacian[k, d]:
                 location[k, d] = sum(t[i, k] * (1 if words[i, d] >= m else -1) for i in range(n)) / norm  # (4)
@@ -42,6 +55,12 @@ def numpy_fisher_vector(mixture, words):
                 location[k, d] = sum(t[i, k] * (words[i, d] - m) / s for i in range(n)) / norm  # (10)
                 scale[k, d] = sum(t[i, k] * ((words[i, d] - m) ** 2 / s**2 - 1) for i in range(n)) / (math.sqrt(2) * norm)  # (11)
     return np.concatenate([location.ravel(), scale.ravel()])
+
+
+def power_and_l2(vector):
+    """Sec. 5: sign(z)|z|^0.5, then unit L2."""
+    powered = np.sign(vector) * np.sqrt(np.abs(vector))
+    return powered / np.linalg.norm(powered)
 
 
 def layer_with(mixture, **kwargs):
@@ -65,8 +84,7 @@ def test_eqs_4_5_10_11_then_power_and_l2_normalisation(laplacian):
     for row, n in enumerate([7, 3, 1]):
         expected = numpy_fisher_vector(mixture, inputs[row, :n].astype(np.float64))
         np.testing.assert_allclose(raw[row], expected, rtol=1e-4, atol=1e-5)
-        powered = np.sign(expected) * np.sqrt(np.abs(expected))
-        np.testing.assert_allclose(normalised[row], powered / np.linalg.norm(powered), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(normalised[row], power_and_l2(expected), rtol=1e-4, atol=1e-5)
 
 
 def test_fisher_vector_is_the_normalised_autodiff_gradient_of_the_log_likelihood():
@@ -100,3 +118,19 @@ def test_padding_does_not_change_it_and_a_sentence_without_words_gives_zeros():
     np.testing.assert_allclose(layer(padded_inputs, padded_mask), layer(inputs, mask), rtol=1e-5, atol=1e-6)
     out = layer(inputs, mask).numpy()
     assert np.all(out[1] == 0) and np.isclose(np.linalg.norm(out[0]), 1)
+
+
+def test_a_word_at_a_laplacian_location_counts_as_above_it():
+    """sgn(0) = +1 (the layer's documented convention): m is a data value
+    (a weighted median), so a word can sit exactly on it. Two Laplacian
+    components, the second too far for any posterior (T = 1, 0); a word
+    equal to the first's m gives, with N tau = 1/4, eq. 4: sgn(0) / (1/2)
+    = +2 per dimension and eq. 5: (|0| / s - 1) / (1/2) = -2."""
+    layer = FisherVector(2, 2, normalize=False)
+    layer.set_mixture(Mixture(np.array([0.25, 0.75]), np.array([[0.5, -0.25], [50.0, 50.0]]),
+                              np.array([[0.5, 2.0], [0.5, 0.5]]), np.ones((2, 2), bool)))
+    words, mask = np.array([[[0.5, -0.25]]], np.float32), np.ones((1, 1), bool)
+    np.testing.assert_array_equal(layer(words, mask).numpy(), [[2.0, 2.0, 0.0, 0.0, -2.0, -2.0, 0.0, 0.0]])
+    # Beside a word below m the two signs cancel: (+1 - 1) / sqrt(2 / 4).
+    words, mask = np.array([[[0.5, -0.25], [0.0, -1.0]]], np.float32), np.ones((1, 2), bool)
+    np.testing.assert_allclose(layer(words, mask).numpy()[0, :2], [0.0, 0.0], atol=1e-7)

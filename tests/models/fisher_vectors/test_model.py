@@ -1,53 +1,171 @@
 """The Fisher-vector models (Klein et al. 2015) fitted through train.py:
-the export on raw strings against a NumPy reference, dropped words, the
-fit's logs and results."""
+the export on raw strings against a NumPy reference built from the raw
+word vectors (ICA by scikit-learn), the scikit-learn GMM path against
+scikit-learn and the GMM Fisher vector of Sanchez et al., dropped words,
+the fit's logs and results."""
 
+import itertools
 import json
-import math
+import warnings
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from gensim.models import KeyedVectors
+from sklearn.decomposition import FastICA
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.mixture import GaussianMixture
 
 import train
+from data.readers import RetrievalSplit
 from data.tokenizer import tokenize_strings
+from data.vocabulary import Vocabulary
 from models.fisher_vectors.mixtures import Mixture
+from models.fisher_vectors.model import FisherVectorModel, FVConfig
 from models.restore import restore_model
+from tests.layers.test_fisher_vector import numpy_fisher_vector, power_and_l2
 
 CAPTIONS = ["A dog runs through the grass .", "Two children play on a beach", "zzzq qqqz"]
 
 
-def numpy_fisher_vector(layer, words):
-    """Eqs. 4, 5, 10, 11 with power + L2 normalisation, vectorised NumPy."""
-    mixture = Mixture(np.exp(layer.log_weights.numpy()), layer.loc.numpy(), layer.scale.numpy(),
-                      layer.laplacian.numpy().astype(bool))
-    t = mixture.responsibilities(words)  # [N, K]
-    z = (words[:, None, :] - mixture.loc) / mixture.scale  # [N, K, D]
-    b = mixture.laplacian
-    norm = np.sqrt(len(words) * mixture.weights)[:, None]
-    location = np.einsum("nk,nkd->kd", t, np.where(b, np.where(z >= 0, 1.0, -1.0), z)) / norm
-    scale = np.einsum("nk,nkd->kd", t, np.where(b, np.abs(z) - 1, z**2 - 1)) / (norm * np.where(b, 1, math.sqrt(2)))
-    vector = np.concatenate([location.ravel(), scale.ravel()])
-    vector = np.sign(vector) * np.sqrt(np.abs(vector))
-    return vector / np.linalg.norm(vector)
+def unit(x):
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def stored_mixture(layer):
+    return Mixture(np.exp(layer.log_weights.numpy().astype(np.float64)), layer.loc.numpy().astype(np.float64),
+                   layer.scale.numpy().astype(np.float64), layer.laplacian.numpy().astype(bool))
+
+
+def read_glove(path):
+    """word -> vector, straight from the GloVe text file, in float32 as any
+    word-vector file is held: FastICA's result depends on that rounding
+    (float64 input converges elsewhere, in 10 times the iterations)."""
+    with open(path, encoding="utf-8") as lines:
+        return {word: np.array(values.split(), np.float32).astype(np.float64)
+                for word, values in (line.split(" ", 1) for line in lines)}
 
 
 def test_saved_model_on_raw_strings_equals_the_numpy_reference(trained_fv):
-    _, model = restore_model(trained_fv)
+    """raw GloVe -> unit -> ICA (scikit-learn's FastICA with the model's
+    settings, on the same seeded sample of the vocabulary's vectors, its
+    unmixing matrix applied without centring) -> unit -> the Fisher vector
+    (eqs. 4, 5, 10, 11, power, L2) under the stored HGLMM -> the stored CCA."""
+    config, model = restore_model(trained_fv)
     loaded = tf.saved_model.load(str(trained_fv / "saved_model"))
     got = loaded.encode_text(tf.constant(CAPTIONS)).numpy()
-    vocabulary = model.vectorizer.vocabulary
-    table = model.word_table.numpy().astype(np.float64)
+    glove = read_glove(config.model.word_vectors)
+    words = model.vectorizer.vocabulary[2:]
+    raw = unit(np.stack([glove[word] for word in words]))
+    seed = config.train.seed
+    sample = raw[np.random.default_rng(seed).permutation(len(raw))[: config.model.ica_sample]]
+    ica = FastICA(algorithm="deflation", fun="cube", whiten="unit-variance", random_state=seed, max_iter=1000)
+    table = dict(zip(words, unit(raw @ ica.fit(sample).components_.T)))
+    mixture = stored_mixture(model.fisher_vector_0)
     projection = model.text_projection
     for row, tokens in enumerate(tokenize_strings(CAPTIONS, "treebank")):
-        ids = [vocabulary.index(t) for t in tokens if t in vocabulary]
-        if ids:
-            sentence = numpy_fisher_vector(model.fisher_vector_0, table[ids])
+        known = [table[token] for token in tokens if token in table]
+        if known:
+            sentence = power_and_l2(numpy_fisher_vector(mixture, np.stack(known)))
         else:  # only unknown words: the zero vector, projected like any other
             sentence = np.zeros(projection.input_dim)
         expected = (sentence - projection.mean.numpy()) @ projection.directions.numpy() * projection.correlations.numpy()
         np.testing.assert_allclose(got[row], expected / np.linalg.norm(expected), rtol=1e-4, atol=2e-5)
     assert np.all(np.isfinite(got[2])) and np.isclose(np.linalg.norm(got[2]), 1, atol=1e-5)
+
+
+def hand_made_words():
+    """120 words in three tight clusters of 60, 40 and 20 on the unit
+    sphere, named so that the tokenizer keeps them whole."""
+    rng = np.random.default_rng(0)
+    centres = np.array([[1, 1, 0, 0], [0, 0, 1, 1], [1, -1, 1, -1]], float)
+    vectors = np.concatenate([c + rng.normal(scale=0.12, size=(n, 4)) for c, n in zip(centres, (60, 40, 20))])
+    words = ["".join(letters) for letters in itertools.islice(itertools.product("bcdfg", repeat=3), len(vectors))]
+    return words, vectors
+
+
+def fit_on_hand_made_words(encoding, seed):
+    words, vectors = hand_made_words()
+    keyed = KeyedVectors(4)
+    keyed.add_vectors(words, vectors.astype(np.float32))
+    config = FVConfig(encoding=encoding, word_dim=4, num_components=3, ica=False, cca_etas=(1e-2,))
+    model = FisherVectorModel(config, Vocabulary(["<pad>", "<unk>", *words]), image_dim=3)
+    model.set_word_vectors(keyed, seed)
+
+    def split(images, split_seed):
+        rng = np.random.default_rng(split_seed)
+        captions = [" ".join(rng.choice(words, 5)) for _ in range(2 * images)]
+        return RetrievalSplit(rng.normal(size=(images, 3)).astype(np.float32), captions,
+                              np.repeat(np.arange(images), 2), [""] * images, "hand-made")
+
+    model.fit_split(split(30, 1), split(10, 2), tf.summary.create_noop_writer(), seed=seed)
+    return model, words, unit(vectors)
+
+
+def sanchez_gmm_fisher_vector(gmm, words):
+    """The GMM Fisher vector of Sanchez et al. (IJCV 2013, eqs. 18-19)
+    from a fitted scikit-learn GaussianMixture, power and L2 normalised:
+    G_mu_k = (N sqrt(w_k))^-1 sum_i gamma_ik (x_i - mu_k) / sigma_k,
+    G_sigma_k = (N sqrt(2 w_k))^-1 sum_i gamma_ik ((x_i - mu_k)^2 / sigma_k^2 - 1)
+    (Klein et al.'s (N w_k)^-1/2 differs by sqrt(N), which the L2 removes)."""
+    gamma = gmm.predict_proba(words)  # [N, K]
+    sigma = np.sqrt(gmm.covariances_)
+    z = (words[:, None, :] - gmm.means_) / sigma  # [N, K, D]
+    norm = len(words) * np.sqrt(gmm.weights_)[:, None]
+    g_mu = np.einsum("nk,nkd->kd", gamma, z) / norm
+    g_sigma = np.einsum("nk,nkd->kd", gamma, z**2 - 1) / (np.sqrt(2) * norm)
+    return power_and_l2(np.concatenate([g_mu.ravel(), g_sigma.ravel()]))
+
+
+@pytest.mark.parametrize("encoding", ["gmm", "gmm-hglmm"])
+def test_the_gmm_is_scikit_learns_and_its_fisher_vector_that_of_sanchez_et_al(encoding):
+    seed = 1
+    model, words, vectors = fit_on_hand_made_words(encoding, seed)
+    # The same GMM settings (model.py) on the same seeded shuffle of the
+    # (unit) vocabulary vectors, so that the random_from_data initial means
+    # are the same rows.
+    reference = GaussianMixture(3, covariance_type="diag", init_params="random_from_data", reg_covar=1e-5,
+                                random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        reference.fit(vectors[np.random.default_rng(seed).permutation(len(vectors))])
+    gmm = stored_mixture(model.fisher_vector_0)
+    assert not gmm.laplacian.any()
+    np.testing.assert_allclose(gmm.weights, reference.weights_, rtol=1e-6)
+    np.testing.assert_allclose(gmm.loc, reference.means_, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gmm.scale**2, reference.covariances_, rtol=1e-5)
+    # The fit found the clusters: their sizes, means and variances (+ reg_covar).
+    clusters = np.split(vectors, [60, 100])
+    order = [np.argmin(np.linalg.norm(reference.means_ - c.mean(axis=0), axis=1)) for c in clusters]
+    np.testing.assert_allclose(reference.weights_[order], [0.5, 1 / 3, 1 / 6], rtol=1e-9)
+    np.testing.assert_allclose(reference.covariances_[order], [c.var(axis=0) + 1e-5 for c in clusters], rtol=1e-6)
+
+    # A caption of vocabulary words (one from each cluster and a repeat)
+    # through the word table and the stored mixture(s).
+    ids = [2, 3, 70, 110]
+    caption = " ".join(words[i - 2] for i in ids)
+    got = model.sentence_vector(model.vectorizer(tf.constant([caption]))).numpy()[0].astype(np.float64)
+    size = 2 * 3 * 4
+    np.testing.assert_allclose(got[:size], sanchez_gmm_fisher_vector(reference, vectors[np.array(ids) - 2]),
+                               rtol=1e-4, atol=1e-5)
+    if encoding == "gmm-hglmm":  # then the HGLMM's, each normalised on its own
+        hglmm = stored_mixture(model.fisher_vector_1)
+        np.testing.assert_allclose(got[size:], power_and_l2(numpy_fisher_vector(hglmm, vectors[np.array(ids) - 2])),
+                                   rtol=1e-4, atol=1e-5)
+    else:
+        assert len(got) == size
+    # Words between two clusters, where the posteriors are soft: the point
+    # of the segment between two means where scikit-learn's posterior is 1/2.
+    first, second = order[0], order[1]
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        point = unit((1 - middle) * reference.means_[first] + middle * reference.means_[second])
+        low, high = (middle, high) if reference.predict_proba(point[None])[0, first] > 0.5 else (low, middle)
+    between = np.stack([point, vectors[0], unit(point + 0.02)])
+    assert 0.05 < reference.predict_proba(between)[2, first] < 0.95
+    got = model.fisher_vector_0(between[None].astype(np.float32), np.ones((1, 3), bool)).numpy()[0]
+    np.testing.assert_allclose(got, sanchez_gmm_fisher_vector(reference, between), rtol=1e-3, atol=1e-4)
 
 
 def test_words_without_a_vector_are_dropped_not_embedded(trained_fv):
