@@ -105,7 +105,7 @@ class Trainer:
             # some models, the word vectors): test words must not leak into
             # the model.
             vocabulary = self.spec.vocabulary(cfg.model, train_split.captions, vectors)
-            log.info("vocabulary: %d tokens from %d training captions", len(vocabulary), len(train_split.captions))
+            log.info("vocabulary: %s", _vocabulary_origin(vocabulary, len(train_split.captions)))
         # Only once every input has been read and checked.
         if self.is_chief:
             self.model_dir.mkdir(parents=True, exist_ok=True)
@@ -547,6 +547,17 @@ class _Clock:
         if self.seconds_per_step is None:
             return None
         return _duration(self.seconds_per_step * max(self.total_steps - step, 0))
+
+
+def _vocabulary_origin(vocabulary, captions):
+    """Where a vocabulary's tokens come from, in words: the training
+    captions' words have counts; others came from elsewhere (a word-vector
+    file's words, for some models)."""
+    if vocabulary.counts is None:
+        return f"{len(vocabulary):,} tokens, the model's own word list (not counted in the training captions)"
+    seen = sum(count > 0 for count in vocabulary.counts[2:])
+    return (f"{len(vocabulary):,} tokens: <pad>, <unk>, {seen:,} words of the {captions:,} training captions"
+            f" and {len(vocabulary) - 2 - seen:,} from elsewhere (a word-vector file)")
 
 
 def _duration(seconds):

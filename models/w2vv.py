@@ -37,7 +37,11 @@ Readings taken where the paper is silent, and the public code
   paper's 1 - z (the same function class). The public code used Keras 2's
   hard sigmoid; the paper writes a sigmoid, which is taken. It reads the
   first 32 tokens (the public code's `sent_maxlen`), masked instead of
-  pre-padded (the same last state). Its embedding is trainable,
+  pre-padded (a deliberate deviation: the same last state only while the
+  padding steps leave the state at zero, as at initialisation; once the
+  padding's embedding and the biases are trained they move it, so the
+  public code's encoding of a caption depends on how much padding its
+  batch had, ours does not). Its embedding is trainable,
   initialised from the word vectors, missing words U(-1, 1); words of the
   BoW vocabulary only, others are UNK.
 - Eq. 2 divides by |q|; the mean here is over the words that have a
@@ -298,8 +302,10 @@ PAPER_TRAINING = TrainConfig(
 # Sized for a 2-core CPU: GloVe 50-d vectors of the Flickr8k words
 # (embedded) for the 500-d Flickr-tag word2vec, a GRU of 512, and lr 1e-3
 # (the paper's 1e-4 barely moves in a CPU budget: a deliberate deviation);
-# batches of similar caption length (the MSE of a pair does not depend on
-# the rest of its batch, so bucketing changes no gradient, only padding).
+# batches of similar caption length (a deliberate deviation from random
+# batches, for speed: a pair's MSE does not depend on the rest of its
+# batch, but which pairs share a step does change, and so the sequence of
+# updates).
 QUICK = {
     "model.word_vectors": EMBEDDED_GLOVE_50D,
     "model.word_dim": 50,

@@ -284,3 +284,14 @@ def test_no_advice_for_a_run_under_an_hour(monkeypatch, caplog):
 @pytest.mark.parametrize("seconds, text", [(0, "0 s"), (89, "89 s"), (90, "2 min"), (5399, "90 min"), (5400, "1.5 h")])
 def test_durations_read_as_seconds_minutes_or_hours(seconds, text):
     assert training._duration(seconds) == text
+
+
+def test_the_vocabulary_line_says_where_its_words_come_from():
+    from data.vocabulary import Vocabulary
+
+    built = Vocabulary.build(["a dog runs", "a cat"], extra_words=["zebra", "dog"])
+    assert training._vocabulary_origin(built, 2) == (
+        "7 tokens: <pad>, <unk>, 4 words of the 2 training captions and 1 from elsewhere (a word-vector file)")
+    listed = Vocabulary(["<pad>", "<unk>", "dog", "zebra"])
+    assert training._vocabulary_origin(listed, 2) == (
+        "4 tokens, the model's own word list (not counted in the training captions)")
