@@ -22,6 +22,9 @@ def test_eqs_3_4_6_7_against_a_numpy_loop_and_gated_positions_are_exactly_zero()
     inputs = RNG.normal(size=(3, 9, 4)).astype(np.float32)
     inputs *= (np.arange(9)[None, :] < np.array(lengths)[:, None])[..., None]  # padding is 0
     layer = GatedConv1D(6)
+    layer(inputs, lengths_mask(lengths, 9))  # builds the weights
+    # A non-zero bias: a window of padding would give ReLU(b) without its gate.
+    layer.bias.assign(RNG.normal(size=6).astype(np.float32))
     outputs, mask = layer(inputs, lengths_mask(lengths, 9))
     kernel, bias = layer.kernel.numpy().reshape(12, 6), layer.bias.numpy()
     for b, n in enumerate(lengths):

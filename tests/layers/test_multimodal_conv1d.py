@@ -21,16 +21,29 @@ def test_layer_contract():
 
 
 def test_factorised_layer_equals_convolving_each_window_concatenated_with_the_image():
-    inputs, mask, images = case([10, 5, 2, 1])
+    lengths = [10, 5, 2, 1]
+    inputs, mask, images = case(lengths)
     layer = MultimodalConv1D(6)
+    layer(inputs, mask, images)  # builds the weights
+    # A non-zero bias: a window of padding would give ReLU(b + I) without its gate.
+    layer.bias.assign(RNG.normal(size=6).astype(np.float32))
     outputs, pooled_mask = layer(inputs, mask, images)
     w = np.concatenate([layer.text_kernel.numpy().reshape(12, 6), layer.image_kernel.numpy()])
-    for b, n in enumerate([10, 5, 2, 1]):
+    bias = layer.bias.numpy()
+    for b, n in enumerate(lengths):
+        # Eq. 5: the image in every window, zero-padded where the sentence
+        # is; eq. 6: g = 0 for an all-zero window.
         windows = [np.concatenate([inputs[b, i : i + 3].reshape(-1), images[b] * (i < n)]) for i in range(8)]
-        convolved = np.array([(np.any(x != 0)) * np.maximum(x @ w + layer.bias.numpy(), 0) for x in windows])
+        convolved = np.array([(np.any(x != 0)) * np.maximum(x @ w + bias, 0) for x in windows])
         np.testing.assert_allclose(outputs[b], np.maximum(convolved[0::2], convolved[1::2]), rtol=1e-5, atol=1e-5)
-        gated = ~pooled_mask.numpy()[b].astype(bool)
-        assert np.all(outputs.numpy()[b][gated] == 0)
+        valid = np.array([2 * i < n for i in range(4)])
+        np.testing.assert_array_equal(pooled_mask[b], valid)
+        assert np.all(outputs.numpy()[b][~valid] == 0)
+    # The text part alone (an m-CNN's stored and exported text encoding) is
+    # finite, 0 where gated.
+    text, gate = layer.text_part(inputs, mask)
+    np.testing.assert_array_equal(gate, pooled_mask)
+    assert np.isfinite(text.numpy()).all() and np.all(text.numpy()[gate.numpy() == 0] == 0)
 
 
 def test_all_pairs_by_broadcasting_equal_aligned_pairs():

@@ -41,18 +41,20 @@ def token_ids(lengths, seed=0):
     return ids
 
 
-def literal_score(model, image_features, ids):
+def literal_score(model, image_features, ids, variant=None):
     """Eqs. 1-9 for one (image, sentence) pair, as the paper writes them:
     every window concatenated (with the image at the multimodal layer, zero
     where the window starts on padding), convolved, gated by the literal
-    g(x) = 0 iff x == 0, ReLU, max-pooled over 2; then the MLP."""
+    g(x) = 0 iff x == 0, ReLU, max-pooled over 2; then the MLP. `variant`
+    (default: the model's) says where the image enters."""
     cfg = model.config
+    variant = variant or cfg.variant
     relu = lambda x: np.maximum(x, 0)  # noqa: E731
     ids = list(ids[ids != 0][: cfg.max_length]) + [0] * cfg.max_length
     ids = np.array(ids[: cfg.max_length])
     sequence = model.word_embedding.embeddings.numpy()[ids] * (ids != 0)[:, None]  # zero vectors padded
     image = relu(image_features @ model.image_projection.kernel.numpy() + model.image_projection.bias.numpy())
-    image_layer = IMAGE_LAYER[cfg.variant]
+    image_layer = IMAGE_LAYER[variant]
     for layer in (1, 2, 3):
         conv = getattr(model, f"conv{layer}")
         if layer == image_layer:
@@ -115,24 +117,29 @@ def test_blocked_similarity_equals_one_block_and_aligned_pairs_are_its_diagonal(
     np.testing.assert_allclose(aligned, np.diag(whole[:, :7]), rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("negatives", [1, 2])
-def test_pair_loss_is_eq_10_both_ways_on_the_batch_neighbours(negatives):
-    model = random_model("phs", negatives_per_pair=negatives)
+@pytest.mark.parametrize("variant, seed, negatives", [("phs", 0, 1), ("phs", 0, 2), ("st", 1, 1)])
+def test_pair_loss_is_eq_10_both_ways_on_the_batch_neighbours(variant, seed, negatives):
+    model = random_model(variant, seed, negatives_per_pair=negatives)
     images = np.random.default_rng(3).uniform(size=(6, IMAGE_DIM)).astype(np.float32)
+    ids = token_ids([3, 9, 1, 14, 6, 2])
     image_encodings = model.encode_image(images)
-    text_encodings = model.encode_text(tf.constant(token_ids([3, 9, 1, 14, 6, 2])))
+    text_encodings = model.encode_text(tf.constant(ids))
     image_index = np.array([0, 1, 1, 2, 3, 4])  # pairs 1 and 2 share an image
-    sims = model.similarity(image_encodings, text_encodings).numpy()
-    expected = 0.0
+    # The scores of eq. 10 from the literal eqs. 1-9 (no dropout: rate 0),
+    # of both signs.
+    sims = np.array([[literal_score(model, image, row) for row in ids] for image in images])
+    assert sims.min() < 0 < sims.max()
+    hinges = []
     for k in range(6):
         for shift in range(1, negatives + 1):
             m = (k + shift) % 6
             if image_index[m] == image_index[k]:
                 continue
-            expected += max(0, 0.5 - sims[k, k] + sims[k, m])  # a wrong sentence for image k
-            expected += max(0, 0.5 - sims[k, k] + sims[m, k])  # a wrong image for sentence k
+            hinges.append(max(0, 0.5 - sims[k, k] + sims[k, m]))  # a wrong sentence for image k
+            hinges.append(max(0, 0.5 - sims[k, k] + sims[m, k]))  # a wrong image for sentence k
+    assert 0 < np.count_nonzero(hinges) < len(hinges)
     loss = model.pair_loss(image_encodings, text_encodings, tf.constant(image_index))
-    np.testing.assert_allclose(float(loss), expected / 6, rtol=1e-5)
+    np.testing.assert_allclose(float(loss), sum(hinges) / 6, rtol=1e-5)
 
 
 def test_training_dropout_is_on_the_hidden_layer_of_each_pair():
@@ -167,13 +174,19 @@ def test_evaluation_scores_every_pair_exactly_once_and_ranks_as_the_whole_matrix
 
 
 def test_ensemble_similarity_is_the_sum_of_its_members():
+    # Sec. 4.3: the wd, phs, phl and st scores summed, each from the literal
+    # eqs. 1-9 of that variant on the member's own (random) weights.
     ensemble = random_model("ens")
     images = np.random.default_rng(5).uniform(size=(3, IMAGE_DIM)).astype(np.float32)
-    ids = tf.constant(token_ids([2, 8, 30, 5]))
-    total = ensemble.similarity(ensemble.encode_image(images), ensemble.encode_text(ids)).numpy()
-    members = [m.similarity(m.encode_image(images), m.encode_text(ids)).numpy() for m in ensemble.members()]
-    assert len(members) == 4
-    np.testing.assert_allclose(total, sum(members), rtol=1e-5, atol=1e-5)
+    ids = token_ids([2, 8, 30, 5])
+    total = ensemble.similarity(ensemble.encode_image(images), ensemble.encode_text(tf.constant(ids))).numpy()
+    members = ensemble.members()
+    assert len(members) == len(VARIANTS) == 4
+    want = sum(
+        np.array([[literal_score(member, image, row, variant) for row in ids] for image in images])
+        for variant, member in zip(VARIANTS, members)
+    )
+    np.testing.assert_allclose(total, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
 def test_ensemble_is_assembled_from_the_members_best_checkpoints(trained_mcnn_members, trained_mcnn_ens):

@@ -1,7 +1,9 @@
 """Word2VisualVec (Dong et al. 2018): fidelity to the paper on real data,
-the GRU against eq. 3, the novel-word argument, the loss and optimiser, and
-the trained model's evaluation options."""
+the GRU against eq. 3 (its 32-token cut, its dropout in training), the
+hidden layer's dropout, the novel-word argument, the loss and optimiser,
+and the trained model's evaluation options."""
 
+import dataclasses
 import json
 
 import keras
@@ -14,6 +16,7 @@ from common.config import TrainConfig
 from data import word_vectors
 from data.embedded import EMBEDDED_GLOVE_50D as GLOVE_50D
 from data.readers import load_precomp
+from data.vocabulary import Vocabulary
 from engine import scoring
 from engine.train_step import make_optimizer
 from models import registry
@@ -51,28 +54,141 @@ def test_vocabulary_and_composite_vector_sizes_are_the_papers_on_flickr8k():
     assert model.encode_text(ids).shape == (1, 2048)
 
 
-def test_gru_branch_is_eq_3_with_the_update_gate_relabelled():
-    model, _ = quick_model("w2vv-gru", ["model.gru_units=8", "model.hidden_units=[16]"])
-    ids = model.vectorizer(tf.constant(["a dog runs on the green grass", "two men"])).numpy()
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def eq_3(model, words, input_masks=(1, 1, 1), recurrent_masks=(1, 1, 1)):
+    """Eq. 3 in NumPy over word vectors [n, word_dim]: the last state h_n.
+    In training, dropout masks per gate (z, r, h~) on the GRU's inputs v_t
+    and on the state h_{t-1} that enters the gates (Keras' GRU with
+    recurrent dropout, the public code's Keras 2 `dropout_W`/`dropout_U`)."""
     kernel, recurrent, bias = (w.numpy() for w in model.gru.weights[:3])
-    units = recurrent.shape[0]
     W, U, b = (np.split(x, 3, axis=-1) for x in (kernel, recurrent, bias))
     # Keras' update gate is the paper's 1 - z: sigma(a) = 1 - sigma(-a).
     W_zv, W_zh, b_z = -W[0], -U[0], -b[0]
     W_rv, W_rh, b_r = W[1], U[1], b[1]
     W_hv, W_hh, b_h = W[2], U[2], b[2]
-    sigmoid = lambda x: 1 / (1 + np.exp(-x))  # noqa: E731
+    (x_z, x_r, x_h), (m_z, m_r, m_h) = input_masks, recurrent_masks
+    h = np.zeros(U[0].shape[0])
+    for v in words:
+        z = sigmoid((v * x_z) @ W_zv + (h * m_z) @ W_zh + b_z)
+        r = sigmoid((v * x_r) @ W_rv + (h * m_r) @ W_rh + b_r)
+        h_tilde = np.tanh((v * x_h) @ W_hv + (r * h * m_h) @ W_hh + b_h)
+        h = (1 - z) * h + z * h_tilde
+    return h
+
+
+def test_gru_branch_is_eq_3_with_the_update_gate_relabelled():
+    model, _ = quick_model("w2vv-gru", ["model.gru_units=8", "model.hidden_units=[16]"])
+    ids = model.vectorizer(tf.constant(["a dog runs on the green grass", "two men"])).numpy()
     embeddings = model.word_embedding.embeddings.numpy()
     states = model.sentence_vector(tf.constant(ids)).numpy()
     for row, state in zip(ids, states):
-        h = np.zeros(units)
-        for token in row[row != 0]:
-            v = embeddings[token]
-            z = sigmoid(v @ W_zv + h @ W_zh + b_z)
-            r = sigmoid(v @ W_rv + h @ W_rh + b_r)
-            h_tilde = np.tanh(v @ W_hv + (r * h) @ W_hh + b_h)
-            h = (1 - z) * h + z * h_tilde
-        np.testing.assert_allclose(state, h, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(state, eq_3(model, embeddings[row[row != 0]]), rtol=1e-4, atol=1e-5)
+
+
+# 40 training words seen 5 times (ids 2 .. 41), all in the BoW and GRU vocabulary.
+SMALL_VOCABULARY = Vocabulary(["<pad>", "<unk>", *(f"w{i}" for i in range(40))], [0, 0, *[5] * 40])
+
+
+def small_model(name, image_dim=12, seed=0, **settings):
+    """A model of the paper preset (its dropout 0.2 and 32-token cut) at
+    small sizes on `SMALL_VOCABULARY`, every weight random, biases included."""
+    spec = registry.get(name)
+    sizes = {"word_vectors": None, "word_dim": 6, "gru_units": 8, "hidden_units": (16,), **settings}
+    config = dataclasses.replace(spec.experiment("paper").model, **sizes)
+    keras.utils.set_random_seed(seed)
+    model = spec.build_model(config, SMALL_VOCABULARY, image_dim)
+    rng = np.random.default_rng(seed)
+    for variable in model.trainable_variables:
+        variable.assign(rng.normal(scale=0.5, size=variable.shape).astype(np.float32))
+    return model
+
+
+def captions(lengths, seed=0):
+    """int32 [n, max(lengths)]: caption i has lengths[i] random words, then padding."""
+    rng = np.random.default_rng(seed)
+    ids = np.zeros((len(lengths), max(lengths)), np.int32)
+    for row, length in enumerate(lengths):
+        ids[row, :length] = rng.integers(2, len(SMALL_VOCABULARY), size=length)
+    return ids
+
+
+def test_the_gru_reads_a_captions_first_32_tokens_and_bow_reads_them_all():
+    # The public code's sent_maxlen = 32 cuts the GRU's input only.
+    model = small_model("w2vv", scales=("bow", "gru"))
+    lengths = [1, 2, 31, 32, 33, 45]
+    ids = captions(lengths)
+    embeddings = model.word_embedding.embeddings.numpy()
+    sentence = model.sentence_vector(tf.constant(ids)).numpy()
+    bow, gru = sentence[:, :40], sentence[:, 40:]
+    for row, length, state, counts in zip(ids, lengths, gru, bow):
+        np.testing.assert_array_equal(counts, np.bincount(row[:length] - 2, minlength=40))
+        np.testing.assert_allclose(state, eq_3(model, embeddings[row[: min(length, 32)]]), rtol=1e-4, atol=1e-5)
+        if length > 32:  # the words past the cut would have changed the state
+            assert np.abs(eq_3(model, embeddings[row[:length]]) - state).max() > 1e-2
+    # The same as feeding the captions cut by hand.
+    np.testing.assert_array_equal(model.sentence_vector(tf.constant(ids[:, :32])).numpy()[:, 40:], gru)
+
+
+def test_eq_3_in_training_drops_embeddings_gru_inputs_and_state(monkeypatch):
+    # Dropout 0.2 on the word embeddings (a mask per word), the GRU's inputs
+    # and its recurrent state (a mask per caption and gate, the same at
+    # every step); here hand-drawn masks stand in for Keras' random ones.
+    model = small_model("w2vv-gru")
+    p = 0.2
+    assert model.config.dropout == p
+    lengths = [1, 2, 7, 40]
+    ids = captions(lengths, seed=1)
+    rng = np.random.default_rng(2)
+
+    def masks(*shape):
+        return ((rng.random(shape) > p) / (1 - p)).astype(np.float32)
+
+    embedding_mask = masks(len(ids), ids.shape[1], 6)
+    input_masks, recurrent_masks = masks(3, len(ids), 6), masks(3, len(ids), 8)
+
+    def embedding_dropout(words, training=False):
+        return words * embedding_mask[:, : words.shape[1]] if training else words
+
+    monkeypatch.setattr(model.embedding_dropout, "call", embedding_dropout)
+    monkeypatch.setattr(model.gru.cell, "get_dropout_mask", lambda _: list(tf.constant(input_masks)))
+    monkeypatch.setattr(model.gru.cell, "get_recurrent_dropout_mask", lambda _: list(tf.constant(recurrent_masks)))
+    embeddings = model.word_embedding.embeddings.numpy()
+    training = model.sentence_vector(tf.constant(ids), training=True).numpy()
+    inference = model.sentence_vector(tf.constant(ids)).numpy()
+    for b, (row, length) in enumerate(zip(ids, lengths)):
+        n = min(length, 32)
+        words = embeddings[row[:n]] * embedding_mask[b, :n]
+        want = eq_3(model, words, input_masks[:, b], recurrent_masks[:, b])
+        np.testing.assert_allclose(training[b], want, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(inference[b], eq_3(model, embeddings[row[:n]]), rtol=1e-4, atol=1e-5)
+        assert np.abs(training[b] - inference[b]).max() > 1e-3
+
+
+def test_the_hidden_layer_drops_units_at_rate_0_2_in_training_only():
+    # Eqs. 5-7 with dropout 0.2 after the hidden layer. The output layer is
+    # made the identity (its ReLU passes the non-negative hidden units), and
+    # the hidden biases large, so every hidden unit is positive before
+    # dropout: a zero in the output is a dropped unit.
+    units, p = 256, 0.2
+    model = small_model("w2vv-bow", image_dim=units, hidden_units=(units,))
+    hidden, _, output = model.mlp.layers
+    rng = np.random.default_rng(3)
+    W, b = rng.normal(scale=0.1, size=(40, units)).astype(np.float32), np.full(units, 5.0, np.float32)
+    hidden.set_weights([W, b])
+    output.set_weights([np.eye(units, dtype=np.float32), np.zeros(units, np.float32)])
+    ids = captions(list(rng.integers(1, 12, size=128)), seed=4)
+    counts = np.stack([np.bincount(row[row != 0] - 2, minlength=40) for row in ids])
+    want = np.maximum(counts @ W + b, 0)
+    assert want.min() > 0
+    np.testing.assert_allclose(model.encode_text(tf.constant(ids)), want, rtol=1e-5)  # inference: the identity
+    training = model.encode_text(tf.constant(ids), training=True).numpy()
+    dropped = training == 0
+    # 128 x 256 units: the fraction's standard deviation is 0.0025.
+    assert abs(dropped.mean() - p) < 0.015
+    np.testing.assert_allclose(training[~dropped], want[~dropped] / (1 - p), rtol=1e-5)
 
 
 def test_a_novel_word_with_a_vector_changes_the_encoding_through_the_word2vec_scale():
