@@ -12,9 +12,11 @@ Two reports, one column per model:
 2. The test-set-wide version: for every test caption, `--shuffles` random
    permutations of its words (a final "." kept in place) scored against its
    own image; the drop Delta = s(image, caption) - s(image, shuffled), its
-   mean with a bootstrap 95% confidence interval over captions, the mean in
-   units of the standard deviation of the true pairs' scores (the variants'
-   score scales differ), and the fraction of shuffles scored lower.
+   mean over captions with a bootstrap 95% confidence interval over images
+   (a resample draws images and takes all their captions: one image's
+   captions are not independent), the mean in units of the standard
+   deviation of the true pairs' scores (the variants' score scales
+   differ), and the fraction of shuffles scored lower.
 
 A bag-of-words model scores every permutation the same (Delta = 0).
 """
@@ -73,12 +75,30 @@ def word_order_drops(scorer, split, shuffles=3, seed=0):
     return true_scores[:, None] - shuffled_scores, true_scores
 
 
-def summarise(drops, true_scores, bootstrap=2000, seed=0):
-    """Mean drop, its bootstrap 95% CI over captions, the mean over the true
-    scores' standard deviation, and the fraction of positive drops."""
+def summarise(drops, true_scores, caption_image, bootstrap=2000, seed=0):
+    """Mean drop over captions, its bootstrap 95% CI, the mean over the
+    true scores' standard deviation, and the fraction of positive drops.
+
+    The bootstrap resamples images, not captions: each resample draws as
+    many images as there are, with replacement, and takes the mean drop
+    over all the captions of the images drawn. Captions of one image share
+    its scores' quirks, so resampling them as independent would give an
+    interval too narrow.
+
+    Args:
+      drops: float [n_captions, shuffles], as `word_order_drops` gives.
+      true_scores: float [n_captions].
+      caption_image: int [n_captions], each caption's image.
+    """
     per_caption = drops.mean(axis=1)
+    images, caption_image = np.unique(np.asarray(caption_image), return_inverse=True)
+    image_sums = np.bincount(caption_image, weights=per_caption, minlength=len(images))
+    image_captions = np.bincount(caption_image, minlength=len(images))
     rng = np.random.default_rng(seed)
-    means = np.array([per_caption[rng.integers(0, len(per_caption), len(per_caption))].mean() for _ in range(bootstrap)])
+    means = np.empty(bootstrap)
+    for b in range(bootstrap):
+        drawn = rng.integers(0, len(images), len(images))
+        means[b] = image_sums[drawn].sum() / image_captions[drawn].sum()
     low, high = np.percentile(means, [2.5, 97.5])
     return {
         "mean_drop": float(per_caption.mean()),
@@ -86,6 +106,7 @@ def summarise(drops, true_scores, bootstrap=2000, seed=0):
         "drop_over_score_std": float(per_caption.mean() / true_scores.std()),
         "fraction_lower": float((drops > 0).mean()),
         "captions": int(drops.shape[0]),
+        "images": len(images),
         "shuffles": int(drops.shape[1]),
     }
 
@@ -116,7 +137,7 @@ def parse_args(argv):
                         "Flickr8k); its split must hold Table 5's image")
     parser.add_argument("--split", default="test")
     parser.add_argument("--shuffles", type=count, default=3, help="random word orders per caption")
-    parser.add_argument("--bootstrap", type=count, default=2000, help="bootstrap resamples for the CI")
+    parser.add_argument("--bootstrap", type=count, default=2000, help="bootstrap resamples (of the images) for the CI")
     parser.add_argument("--seed", type=count_or_zero, default=0)
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
@@ -151,7 +172,7 @@ def _run(args):
         split = data[name]
         drops, true_scores = word_order_drops(scorer, split, args.shuffles, args.seed)
         results[name] = {"table5": table5_row(scorer, split),
-                         **summarise(drops, true_scores, args.bootstrap, args.seed)}
+                         **summarise(drops, true_scores, split.caption_image, args.bootstrap, args.seed)}
     labels = [Path(name).name if Path(name).name != "saved_model" else Path(name).parent.name for name in results]
     width = max(12, *map(len, labels)) + 2
 

@@ -41,8 +41,56 @@ def test_drops_are_each_captions_own_pair_scores(trained_mcnn_st):
         scores = scorer.similarity(image, scorer.encode_texts([caption, *shuffled]))[0]
         assert true_scores[j] == pytest.approx(scores[0], abs=1e-5)
         np.testing.assert_allclose(drops[j], scores[0] - scores[1:], atol=1e-5)
-    summary = word_order.summarise(drops, true_scores, bootstrap=200)
+    summary = word_order.summarise(drops, true_scores, split.caption_image, bootstrap=200)
     assert summary["ci95"][0] <= summary["mean_drop"] <= summary["ci95"][1]
+
+
+def caption_bootstrap_ci(per_caption, bootstrap=2000, seed=1):
+    """The interval that resampling captions as independent would give."""
+    rng = np.random.default_rng(seed)
+    means = [per_caption[rng.integers(0, len(per_caption), len(per_caption))].mean() for _ in range(bootstrap)]
+    return np.percentile(means, [2.5, 97.5])
+
+
+def test_the_bootstrap_resamples_images_with_all_their_captions():
+    """3 images x 5 captions, each image's captions dropping by one value
+    (0, 1, 5): a resample of images averages 3 draws of {0, 1, 5}, so its
+    2.5 and 97.5 percentiles are 0 and 5 (all three draws the same image:
+    1/27 > 2.5 % each way), wider than resampling the 15 captions."""
+    caption_image = np.repeat([0, 1, 2], 5)
+    drops = np.repeat([0.0, 1.0, 5.0], 5)[:, None] * np.ones((1, 2))
+    summary = word_order.summarise(drops, np.arange(15.0), caption_image)
+    assert summary["mean_drop"] == pytest.approx(2.0)
+    assert summary["ci95"] == pytest.approx([0.0, 5.0])
+    low, high = caption_bootstrap_ci(drops.mean(axis=1))
+    assert 0.5 < low < high < 3.5
+    assert (summary["captions"], summary["images"], summary["shuffles"]) == (15, 3, 2)
+
+
+def test_the_image_bootstrap_is_a_numpy_image_bootstrap_and_the_mean_is_over_captions():
+    """12 images of 1-5 captions (more captions, larger drops), in shuffled
+    order: the interval matches a plain NumPy image bootstrap (another
+    seed, 20,000 resamples) to sampling noise; the mean is the mean over
+    captions, not over images."""
+    rng = np.random.default_rng(7)
+    counts = rng.integers(1, 6, 12)
+    caption_image = np.repeat(np.arange(12), counts)
+    effect = 0.5 * (counts - 3) + rng.normal(0, 0.5, 12)
+    drops = effect[caption_image][:, None] + rng.normal(0, 0.1, (len(caption_image), 3))
+    order = rng.permutation(len(caption_image))
+    drops, caption_image = drops[order], caption_image[order] + 100  # ids need not start at 0
+    per_caption = drops.mean(axis=1)
+    by_image = [per_caption[caption_image == image] for image in np.unique(caption_image)]
+    reference_rng = np.random.default_rng(123)
+    means = [np.concatenate([by_image[i] for i in reference_rng.integers(0, 12, 12)]).mean() for _ in range(20000)]
+    reference = np.percentile(means, [2.5, 97.5])
+
+    summary = word_order.summarise(drops, rng.normal(size=len(drops)), caption_image, bootstrap=2000, seed=0)
+    np.testing.assert_allclose(summary["ci95"], reference, atol=0.04)
+    assert summary["mean_drop"] == pytest.approx(drops.mean())
+    assert abs(drops.mean() - np.mean([d.mean() for d in by_image])) > 0.1  # the two means differ here
+    low, high = caption_bootstrap_ci(per_caption)
+    assert high - low < 0.8 * (reference[1] - reference[0])
 
 
 def test_a_bag_of_words_model_is_blind_to_word_order():
@@ -63,7 +111,7 @@ def test_command_prints_table5_and_writes_json(trained_mcnn_st, short_test_data,
     assert word_order.main(argv) == 0
     results = json.loads(out.read_text())
     checkpoint, saved = results[str(trained_mcnn_st)], results[str(trained_mcnn_st / "saved_model")]
-    assert checkpoint["captions"] == 500 and len(checkpoint["table5"]) == 4
+    assert (checkpoint["captions"], checkpoint["images"], len(checkpoint["table5"])) == (500, 100, 4)
     np.testing.assert_allclose(checkpoint["table5"], saved["table5"], atol=1e-5)
     assert checkpoint["mean_drop"] == pytest.approx(saved["mean_drop"], abs=1e-5)
     printed = capsys.readouterr().out
