@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 import evaluate
+from common import metrics
 from common.config import TrainConfig
 from data import word_vectors
 from data.embedded import EMBEDDED_GLOVE_50D as GLOVE_50D
@@ -264,16 +265,65 @@ def test_export_scores_by_cosine_between_predicted_and_real_features(trained_w2v
     np.testing.assert_allclose(loaded.score(features, texts), unit(features) @ unit(predicted).T, atol=1e-5)
 
 
-def test_retrieval_similarity_is_an_evaluation_time_option(trained_w2vv, tmp_path):
+def numpy_similarity(name, images, texts):
+    """W2VV's retrieval similarities (Sec. III-C) in float64 NumPy:
+    [n_images, n_texts]."""
+    images, texts = images.astype(np.float64), texts.astype(np.float64)
+    if name == "cosine":  # an all-zero (ReLU) prediction is at cosine 0
+        def unit(x):
+            norms = np.linalg.norm(x, axis=1, keepdims=True)
+            return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
+        return unit(images) @ unit(texts).T
+    if name == "dot":
+        return images @ texts.T
+    # -(1/D) ||x - y||^2, expanded (float64 keeps it exact to ~1e-12 here;
+    # the [n, m, D] difference would not fit).
+    squares = (images**2).sum(axis=1)[:, None] + (texts**2).sum(axis=1)[None, :] - 2 * images @ texts.T
+    return -squares / images.shape[1]
+
+
+def test_retrieval_similarity_is_an_evaluation_time_option(trained_w2vv, tmp_path, monkeypatch):
+    """`evaluate.py --set model.similarity=...`: the scores the evaluation
+    ranks are the chosen similarity of the features and the predicted
+    visual vectors, in NumPy from the model's encodings; its R@1 are
+    those of that matrix. Settings that change weights are refused."""
+    split = load_precomp(EMBEDDED_DATA, "test")
+    scorer = scoring.CheckpointScorer.from_model_dir(trained_w2vv)
+    images, texts = scorer.encode_images(split.images), scorer.encode_texts(split.captions)
+    caption_image = np.asarray(split.caption_image)
+    i2t_blocks, t2i_blocks = [], []
+    annotation_ranks, retrieval_ranks = metrics.image_annotation_ranks, metrics.image_retrieval_ranks
+
+    def record_i2t(sims, caption_image, rows=None):
+        i2t_blocks.append(np.array(sims))
+        return annotation_ranks(sims, caption_image, rows)
+
+    def record_t2i(sims, caption_image):
+        t2i_blocks.append(np.array(sims))
+        return retrieval_ranks(sims, caption_image)
+
+    monkeypatch.setattr(metrics, "image_annotation_ranks", record_i2t)
+    monkeypatch.setattr(metrics, "image_retrieval_ranks", record_t2i)
     results = {}
     for similarity in ("cosine", "dot", "neg_mse"):
+        i2t_blocks.clear()
+        t2i_blocks.clear()
         out = tmp_path / f"{similarity}.json"
         argv = ["--model-dir", str(trained_w2vv), "--set", f"model.similarity={similarity}", "--json", str(out)]
         assert evaluate.main(argv) == 0
         results[similarity] = json.loads(out.read_text())
+        expected = numpy_similarity(similarity, images, texts)
+        scale = np.abs(expected).max()
+        for ranked in (np.concatenate(i2t_blocks), np.concatenate(t2i_blocks, axis=1)):
+            assert ranked.shape == (1000, 5000)
+            np.testing.assert_allclose(ranked, expected, rtol=1e-5, atol=1e-6 * scale, err_msg=similarity)
+        # R@1 of that matrix, each direction.
+        i2t_r1 = 100 * np.mean(caption_image[expected.argmax(axis=1)] == np.arange(1000))
+        t2i_r1 = 100 * np.mean(expected.argmax(axis=0) == caption_image)
+        assert (results[similarity]["i2t_r1"], results[similarity]["t2i_r1"]) == pytest.approx((i2t_r1, t2i_r1))
+    # The run's own test (cosine, Sec. III-C's choice) is the default's.
     expected = json.loads((trained_w2vv / "results.json").read_text())["test"]
     assert results["cosine"]["rsum"] == pytest.approx(expected["rsum"], abs=1e-6)
-    assert results["dot"]["i2t_r1"] != results["neg_mse"]["i2t_r1"] or results["dot"]["rsum"] != results["cosine"]["rsum"]
     assert evaluate.main(["--model-dir", str(trained_w2vv), "--set", "train.epochs=3"]) == 2
     # A setting that changes the weights is refused, not half-restored.
     for change in ("model.hidden_units=[8]", 'model.scales=["bow","gru"]'):
