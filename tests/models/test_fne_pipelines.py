@@ -34,6 +34,11 @@ def test_table_1_flickr8k_columns():
     assert row("sh", "bl-coco") == ("sum", "cosine", 2048, 2000, 2.5e-4, 0.2, False, 200)
     assert row("moe", "bl") == ("max", "order", 1024, 300, 2e-4, 0.2, False, 200)
     assert row("mh", "coco")[2:4] == (2048, 1024)
+    # The quick preset: small sizes, each variant's loss, similarity and learning rate; MH, which takes off
+    # late from scratch, trains 40 epochs, the others 10.
+    assert row("mh", "quick") == ("max", "cosine", 512, 300, 2e-4, 0.2, False, 40)
+    assert row("moe", "quick") == ("max", "order", 512, 300, 1e-3, 0.05, True, 10)
+    assert [row(name, "quick")[-1] for name in ("sh", "soe", "ph", "poe")] == [10] * 4
     for name in VARIANTS:
         c = registry.get(name).experiment("paper")
         assert (c.train.batch_size, c.train.grad_clip_norm, c.train.sampling) == (128, 2.0, "one_caption_per_image")
