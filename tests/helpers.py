@@ -32,6 +32,25 @@ EMBEDDED_GLOVE = REPO / "data" / "glove_6b_50d" / "glove.6B.50d.flickr8k.txt"
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+def randomize_weights(model, seed=0, scale=0.5):
+    """Sets every trainable variable of `model` to N(0, scale²) draws,
+    biases included (fresh layers have zero biases, which hide bugs)."""
+    rng = np.random.default_rng(seed)
+    for variable in model.trainable_variables:
+        variable.assign(rng.normal(scale=scale, size=variable.shape).astype(np.float32))
+    return model
+
+
+def random_token_ids(lengths, vocabulary_size, seed=0, first_id=1):
+    """int32 [n, max(lengths)]: row i has lengths[i] random ids in
+    [first_id, vocabulary_size), then padding (0)."""
+    rng = np.random.default_rng(seed)
+    ids = np.zeros((len(lengths), max(lengths)), np.int32)
+    for row, length in enumerate(lengths):
+        ids[row, :length] = rng.integers(first_id, vocabulary_size, size=length)
+    return ids
+
+
 def shared_data(name):
     """`../shared/data/<name>`, the large development data; skips the
     calling test when it is absent, fails it when ZOO_REQUIRE_SHARED_DATA=1."""

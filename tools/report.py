@@ -102,6 +102,7 @@ METRICS = {
 RUN_COLUMNS = {
     "dev_rsum": "dev rsum",
     "dev_history": "dev rsum per validation",
+    "best_dev_at": "best dev rsum at",
     "wall_time": "wall time",
     "cpu_time": "CPU time",
     "cores": "cores",
@@ -693,6 +694,11 @@ def _run_cell(column, record, paper, origin):
         return _metric_cell(column[len("paper:"):], paper.get(column[len("paper:"):]))
     if column == "dev_history":
         return ", ".join(f"{value:.1f}" for value in record["dev_history"])
+    if column == "best_dev_at":
+        # "10 of 10": the best validation was the last, the run may have
+        # stopped while still improving.
+        history = record["dev_history"]
+        return f"{history.index(max(history)) + 1} of {len(history)}" if history else ""
     if column in TIME_COLUMNS:
         seconds = record[TIME_COLUMNS[column]]
         return "" if seconds is None else _duration(seconds)

@@ -13,6 +13,7 @@ from engine import evaluation
 from models import registry
 from models.mcnn import IMAGE_LAYER, VARIANTS
 from models.restore import restore_model
+from tests.helpers import random_token_ids, randomize_weights
 
 VOCABULARY_SIZE = 40
 IMAGE_DIM = 12
@@ -25,20 +26,12 @@ def random_model(variant, seed=0, **overrides):
                                        "model.hidden_units=[12]", "model.dropout=0"]).model
     config = dataclasses.replace(config, **overrides)
     tokens = ["<pad>", "<unk>", *(f"w{i}" for i in range(VOCABULARY_SIZE - 2))]
-    model = spec.build_model(config, tokens, IMAGE_DIM)
-    rng = np.random.default_rng(seed)
-    for variable in model.trainable_variables:
-        variable.assign(rng.normal(scale=0.5, size=variable.shape).astype(np.float32))
-    return model
+    return randomize_weights(spec.build_model(config, tokens, IMAGE_DIM), seed)
 
 
 def token_ids(lengths, seed=0):
     """int32 [n, max(lengths)], caption i with lengths[i] real words."""
-    rng = np.random.default_rng(seed)
-    ids = np.zeros((len(lengths), max(lengths)), np.int32)
-    for row, length in enumerate(lengths):
-        ids[row, :length] = rng.integers(1, VOCABULARY_SIZE, size=length)
-    return ids
+    return random_token_ids(lengths, VOCABULARY_SIZE, seed)
 
 
 def literal_score(model, image_features, ids, variant=None):

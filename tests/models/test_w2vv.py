@@ -22,7 +22,7 @@ from engine import scoring
 from engine.train_step import make_optimizer
 from models import registry
 from models.w2vv import num_training_words
-from tests.helpers import EMBEDDED_DATA
+from tests.helpers import EMBEDDED_DATA, random_token_ids, randomize_weights
 from tests.models.test_vse import assert_packed_equals_padded, paper_batches
 
 
@@ -100,20 +100,12 @@ def small_model(name, image_dim=12, seed=0, **settings):
     sizes = {"word_vectors": None, "word_dim": 6, "gru_units": 8, "hidden_units": (16,), **settings}
     config = dataclasses.replace(spec.experiment("paper").model, **sizes)
     keras.utils.set_random_seed(seed)
-    model = spec.build_model(config, SMALL_VOCABULARY, image_dim)
-    rng = np.random.default_rng(seed)
-    for variable in model.trainable_variables:
-        variable.assign(rng.normal(scale=0.5, size=variable.shape).astype(np.float32))
-    return model
+    return randomize_weights(spec.build_model(config, SMALL_VOCABULARY, image_dim), seed)
 
 
 def captions(lengths, seed=0):
-    """int32 [n, max(lengths)]: caption i has lengths[i] random words, then padding."""
-    rng = np.random.default_rng(seed)
-    ids = np.zeros((len(lengths), max(lengths)), np.int32)
-    for row, length in enumerate(lengths):
-        ids[row, :length] = rng.integers(2, len(SMALL_VOCABULARY), size=length)
-    return ids
+    """int32 [n, max(lengths)]: caption i has lengths[i] random words (no <unk>), then padding."""
+    return random_token_ids(lengths, len(SMALL_VOCABULARY), seed, first_id=2)
 
 
 def test_the_gru_reads_a_captions_first_32_tokens_and_bow_reads_them_all():

@@ -725,3 +725,14 @@ def test_a_missing_test_suite_record_or_a_malformed_test_suite_table_is_an_error
     _fails(capsys, suite_workspace, argv, f"{tables}: table 'suite': unknown key 'labels'; a test-suite table has only id and test_suite")
     tables.write_text(TABLE + 'rows = []\n' + SUITE_TABLE.replace('"suite.json"', "3"))
     _fails(capsys, suite_workspace, argv, f"{tables}: table 'suite': the key 'test_suite' must be the path of a JSON file")
+
+
+@pytest.mark.parametrize("history, cell", [
+    ([10.0, 12.0, 11.0], "2 of 3"),
+    ([10.0, 12.0, 13.5], "3 of 3"),  # the last validation was the best: still rising
+    ([7.0], "1 of 1"),
+    ([], ""),  # a run that recorded no validation history
+])
+def test_best_dev_at_says_which_validation_was_the_best(history, cell):
+    record = {**_record({}), "dev_history": history}
+    assert report._run_cell("best_dev_at", record, {}, "run 'a'") == cell
