@@ -19,10 +19,9 @@ rsum by default):
   results.json       dev and test metrics of the best checkpoint; "fit", what
                      a fitted model chose; "command", the command line of
                      train.py; "wall_seconds" (from the start of the run
-                     to these metrics, this process only when resumed) and
+                     to these metrics, this process only when resumed),
                      "cpu_seconds" (the process's user + system time, all
-                     threads),
-                     "cores" (the CPUs the process may use),
+                     threads), "cores" (the CPUs the process may use),
                      "load_average" (the 1-minute load at the start and at
                      the end: how busy the machine was) and
                      "peak_memory_bytes" (the process's peak resident
@@ -143,11 +142,12 @@ class Trainer:
         train_data = pipeline.tokenize_split(train_split, model.vectorizer)
         writers = _summary_writers(self.model_dir / "logs", self.is_chief)
         loop = _Loop(cfg, self.strategy, model, optimizer, state, last, best, dev_split, writers)
+        steps_per_epoch = None
         if not model.fits_without_gradients:
             steps_per_epoch = len(pipeline.epoch_order(train_data, cfg.train.sampling, cfg.train.batch_size,
                                                        cfg.train.seed, 0, cfg.train.bucket_by_length))
             loop.clock = _Clock(model.num_phases * cfg.train.epochs * steps_per_epoch, self._quick_preset_advice())
-        log.info("plan: %s", self._plan(model, train_split, loop.clock))
+        log.info("plan: %s", self._plan(model, train_split, steps_per_epoch))
         try:
             fit = loop.fit_split(train_split) if model.fits_without_gradients else loop.train(train_data)
         except KeyboardInterrupt:
@@ -181,16 +181,17 @@ class Trainer:
             export_saved_model(model, cfg.image_dim, self.model_dir / SAVED_MODEL_DIR)
         return results
 
-    def _plan(self, model, train_split, clock):
-        """The run in one line: model, preset, steps, data, device, where."""
+    def _plan(self, model, train_split, steps_per_epoch):
+        """The run in one line: model, preset, steps (None: a fitted
+        model), data, device, where."""
         cfg = self.config
-        if clock is None:
+        if steps_per_epoch is None:
             work = f"fitted to {len(train_split.captions):,} training captions (no gradient steps)"
         else:
             phases = f"{model.num_phases} phases of " if model.num_phases > 1 else ""
-            steps_per_epoch = clock.total_steps // (model.num_phases * cfg.train.epochs)
+            total = model.num_phases * cfg.train.epochs * steps_per_epoch
             work = (f"{phases}{cfg.train.epochs} epochs × {steps_per_epoch:,} steps of {cfg.train.batch_size} pairs "
-                    f"({clock.total_steps:,} steps at most)")
+                    f"({total:,} steps at most)")
         gpus = len(tf.config.list_physical_devices("GPU"))
         device = f"{gpus} GPU{'s' if gpus > 1 else ''}" if gpus else f"CPU ({len(os.sched_getaffinity(0))} cores)"
         precision = "float32" if cfg.runtime.mixed_precision == "none" else cfg.runtime.mixed_precision
@@ -503,6 +504,7 @@ class _Loop:
             return pipeline.training_dataset(data, mine)
 
         return strategy.distribute_datasets_from_function(dataset_fn)
+
 
 class _Clock:
     """The pace of a run: seconds a step from the steps this process timed,
