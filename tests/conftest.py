@@ -37,18 +37,11 @@ def unusual_ids(sample_data, tmp_path_factory):
     COCO's `val2014/...`) in a precomp folder, the same split as a
     collection (ids `pics/<file>`, no extension), and an images folder
     holding `pics/`."""
-    import numpy as np
-
     from data import collections
-    from tests.helpers import EMBEDDED_IMAGES
+    from tests.helpers import EMBEDDED_IMAGES, renamed_test_split
 
     root = tmp_path_factory.mktemp("unusual_ids")
-    ids = (sample_data / "test_ids.txt").read_text().split()
-    precomp = root / "precomp"
-    precomp.mkdir()
-    np.save(precomp / "test_ims.npy", np.load(sample_data / "test_ims.npy"))
-    (precomp / "test_caps.txt").write_bytes((sample_data / "test_caps.txt").read_bytes())
-    (precomp / "test_ids.txt").write_text("".join(f"pics/{name}\n" for name in ids))
+    precomp, ids = renamed_test_split(sample_data, root / "precomp", lambda name: f"pics/{name}")
     images = root / "images"
     (images / "pics").mkdir(parents=True)
     for name in ids:

@@ -51,6 +51,19 @@ def random_token_ids(lengths, vocabulary_size, seed=0, first_id=1):
     return ids
 
 
+def renamed_test_split(sample_data, folder, rename):
+    """A copy of `sample_data`'s test split (a precomp folder) in `folder`,
+    its image ids changed by `rename` (id -> new id); returns (folder, the
+    original ids)."""
+    ids = (Path(sample_data) / "test_ids.txt").read_text().split()
+    folder = Path(folder)
+    folder.mkdir(parents=True)
+    np.save(folder / "test_ims.npy", np.load(Path(sample_data) / "test_ims.npy"))
+    (folder / "test_caps.txt").write_bytes((Path(sample_data) / "test_caps.txt").read_bytes())
+    (folder / "test_ids.txt").write_text("".join(f"{rename(name)}\n" for name in ids))
+    return folder, ids
+
+
 def shared_data(name):
     """`../shared/data/<name>`, the large development data; skips the
     calling test when it is absent, fails it when ZOO_REQUIRE_SHARED_DATA=1."""

@@ -9,7 +9,7 @@ import pytest
 from common.errors import InputError
 from data import readers
 from engine import scoring
-from tests.helpers import EMBEDDED_DATA
+from tests.helpers import EMBEDDED_DATA, renamed_test_split
 from tools import word_order
 
 
@@ -151,12 +151,7 @@ def test_collection_data_gives_the_precomp_table5_scores(trained, short_test_dat
 
 def test_a_split_without_table5s_image_fails_before_any_scoring(trained, sample_data, tmp_path, capsys, monkeypatch):
     """Exit 2 with one line naming the data, before any scoring; the --json file is not written."""
-    ids = (sample_data / "test_ids.txt").read_text().split()
-    data = tmp_path / "data"
-    data.mkdir()
-    np.save(data / "test_ims.npy", np.load(sample_data / "test_ims.npy"))
-    (data / "test_caps.txt").write_bytes((sample_data / "test_caps.txt").read_bytes())
-    (data / "test_ids.txt").write_text("".join(f"other_{name}\n" for name in ids))
+    data, _ = renamed_test_split(sample_data, tmp_path / "data", lambda name: f"other_{name}")
     monkeypatch.setattr(word_order, "word_order_drops", lambda *args: pytest.fail("scored before the check"))
     out = tmp_path / "word_order.json"
     argv = ["--model-dir", str(trained), "--data", str(data), "--json", str(out)]
