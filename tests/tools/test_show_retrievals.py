@@ -121,6 +121,12 @@ def test_bad_arguments_are_one_line_errors(trained, argv, message, tmp_path, cap
     assert not (tmp_path / "page.html").exists()
 
 
+def query_rows(page):
+    """(image query rows, caption query rows) of a parsed page."""
+    return ([query for kind, query, _ in page.queries if kind == "image-query"],
+            [query for kind, query, _ in page.queries if kind == "caption-query"])
+
+
 def test_a_folder_with_some_of_the_images_shows_them_and_placeholders(trained, sample_data, tmp_path, capsys):
     """3 of the 8 images in the folder: exit 0, pictures of those 3, a placeholder naming each other shown image,
     and all queries among those with a picture."""
@@ -140,8 +146,7 @@ def test_a_folder_with_some_of_the_images_shows_them_and_placeholders(trained, s
         capsys.readouterr().err.splitlines()
     page = parse(out)
 
-    image_queries = [query for kind, query, _ in page.queries if kind == "image-query"]
-    caption_queries = [query for kind, query, _ in page.queries if kind == "caption-query"]
+    image_queries, caption_queries = query_rows(page)
     assert image_queries == [2, 3, 4]
     assert len(caption_queries) == 3 and all(split.caption_image[query] in (2, 3, 4) for query in caption_queries)
     # 3 query pictures, then 8 results (the whole split) for each caption query: 3 pictures and 5 placeholders.
@@ -165,8 +170,7 @@ def test_the_embedded_sample_gives_every_query_a_picture(trained, tmp_path, caps
     assert f"8 of 1000 test images found in {IMAGES}; the others are shown as placeholders" in \
         capsys.readouterr().err.splitlines()
     page = parse(out)
-    image_queries = [query for kind, query, _ in page.queries if kind == "image-query"]
-    caption_queries = [query for kind, query, _ in page.queries if kind == "caption-query"]
+    image_queries, caption_queries = query_rows(page)
     assert image_queries == list(range(8)) and len(caption_queries) == 8
     assert all(query // 5 < 8 for query in caption_queries)  # 5 captions an image, in image order
     ids = (Path(EMBEDDED_DATA) / "test_ids.txt").read_text().split()
