@@ -98,7 +98,7 @@ METRICS = {
     "rsum": ("rsum", ".1f"),
 }
 # Columns that describe a run rather than its test metrics (what its fit
-# chose: a FitColumn, named in tables.toml).
+# chose: a TemplateColumn, named in tables.toml).
 RUN_COLUMNS = {
     "dev_rsum": "dev rsum",
     "dev_history": "dev rsum per validation",
@@ -365,6 +365,9 @@ def check_tables(data, papers, source, papers_source="papers.toml"):
 
 
 def _check_table(table, where, papers, papers_source):
+    if "compare" in table:
+        _check_comparisons(table, where, papers, papers_source)
+        return
     if "test_suite" in table:
         unknown = sorted(set(table) - {"id", "test_suite"})
         if unknown:
@@ -398,12 +401,19 @@ def _check_table(table, where, papers, papers_source):
 
 
 def _check_row(row, where, n_labels, papers, papers_source):
-    unknown = sorted(set(row) - {"run", "mean", "paper", "labels"})
+    unknown = sorted(set(row) - {"run", "mean", "paper", "record", "select", "labels"})
     if unknown:
-        raise InputError(f"{where}: unknown key {unknown[0]!r}; a row has run, mean or paper, and labels")
-    if "run" in row:
-        if "mean" in row:
-            raise InputError(f"{where}: has both 'run' and 'mean'; a row is one run or the mean of runs")
+        raise InputError(f"{where}: unknown key {unknown[0]!r}; a row has run, mean, record (and select) or paper, "
+                         "and labels")
+    kinds = [kind for kind in ("run", "mean", "record") if kind in row]
+    if len(kinds) > 1:
+        raise InputError(f"{where}: has both {kinds[0]!r} and {kinds[1]!r}; a row is one run, the mean of runs "
+                         "or a recorded report")
+    if "select" in row and "record" not in row:
+        raise InputError(f"{where}: 'select' chooses among a record's reports; the row names no record")
+    if "record" in row:
+        _check_record_row(row, where)
+    elif "run" in row:
         if not isinstance(row["run"], str) or not row["run"]:
             raise InputError(f"{where}: the key 'run' must be a run's name (its path below RUNS), got {_json(row['run'])}")
     elif "mean" in row:
@@ -413,7 +423,9 @@ def _check_row(row, where, n_labels, papers, papers_source):
         if "paper" in row:
             raise InputError(f"{where}: a mean row has no paper; a paper's row is a row of its own")
     elif "paper" not in row:
-        raise InputError(f"{where}: names no run, mean or paper")
+        raise InputError(f"{where}: names no run, mean, record or paper")
+    if "paper" in row and "record" in row:
+        raise InputError(f"{where}: a record row has no paper; a paper's row is a row of its own")
     if "paper" in row:
         paper, _, name = row["paper"].partition("/") if isinstance(row["paper"], str) else ("", "", "")
         if name == "source" or not isinstance(papers.get(paper), dict) or name not in papers[paper]:
@@ -439,27 +451,80 @@ def _check_label(label, where, is_run):
             raise InputError(f"{where}: the label {label!r} has the placeholder {field}; {usage}")
 
 
+def _check_record_row(row, where):
+    if not isinstance(row["record"], str) or not row["record"].endswith(".json"):
+        raise InputError(f"{where}: the key 'record' must be the path of a recorded JSON file (relative to the "
+                         f"tables file), got {_json(row['record'])}")
+    select = row.get("select", {})
+    if not isinstance(select, dict) or not all(isinstance(value, (str, int, float)) for value in select.values()):
+        raise InputError(f"{where}: the key 'select' must be a table of report keys and the values to match "
+                         f"(e.g. {{ model = \"gru\" }}), got {_json(select)}")
+
+
+COMPARISON_KEYS = {"claim", "a", "b", "metric", "paper"}
+MIN_SEEDS = 3  # runs per side of a comparison
+
+
+def _check_comparisons(table, where, papers, papers_source):
+    unknown = sorted(set(table) - {"id", "compare", "commands"})
+    if unknown:
+        raise InputError(f"{where}: unknown key {unknown[0]!r}; a comparison table has id, compare and commands")
+    if table.get("commands", "details") != "details":
+        raise InputError(f"{where}: the key 'commands' can only be \"details\", got {_json(table['commands'])}")
+    comparisons = table["compare"]
+    if not isinstance(comparisons, list) or not comparisons or not all(isinstance(c, dict) for c in comparisons):
+        raise InputError(f"{where}: the key 'compare' must be a list of comparisons ({{ claim = ..., a = [...], "
+                         f"b = [...] }}), got {_json(comparisons)}")
+    for number, comparison in enumerate(comparisons, start=1):
+        at = f"{where}: comparison {number}"
+        unknown = sorted(set(comparison) - COMPARISON_KEYS)
+        if unknown:
+            raise InputError(f"{at}: unknown key {unknown[0]!r}; a comparison has {', '.join(sorted(COMPARISON_KEYS))}")
+        if not isinstance(comparison.get("claim"), str) or not comparison["claim"]:
+            raise InputError(f"{at}: the key 'claim' must be the claim's words (\"A > B\"), got {_json(comparison.get('claim'))}")
+        for side in ("a", "b"):
+            names = comparison.get(side)
+            if not isinstance(names, list) or len(names) < MIN_SEEDS or not all(isinstance(n, str) and n for n in names):
+                raise InputError(f"{at}: the key {side!r} must be a list of at least {MIN_SEEDS} runs' names (one per "
+                                 f"seed), got {_json(names)}")
+        if comparison.get("metric", "rsum") not in METRICS:
+            raise InputError(f"{at}: the key 'metric' must be one of {', '.join(METRICS)}, got {_json(comparison['metric'])}")
+        paper = comparison.get("paper")
+        if paper is not None:
+            keys = paper if isinstance(paper, list) and len(paper) == 2 else [None]
+            for key in keys:
+                name, _, row = key.partition("/") if isinstance(key, str) else ("", "", "")
+                if row == "source" or not isinstance(papers.get(name), dict) or row not in papers[name]:
+                    raise InputError(f"{at}: the key 'paper' must be two rows [A, B] (PAPER/ROW) of {papers_source}, "
+                                     f"got {_json(paper)}")
+
+
 # --- Tables ---------------------------------------------------------------------------------------
 
 
-def render(tables, papers, runs, root, source="tables.toml", origins=None, suites=None):
+def render(tables, papers, runs, root, source="tables.toml", origins=None, suites=None, records=None):
     """{table id: markdown block} of every table (checked by check_tables)
     with at least one row, plus "other-runs" for the runs that no table
     names; `source` (the tables' file) names the table in errors, `origins`
     ({run name: its results.json, or the snapshot and the run}) the run.
     A test-suite table's block is the sentence of its record in `suites`
-    (read_test_suites' {table id: record}; read from beside `source` when
-    not given)."""
+    (read_test_suites' {table id: record}), and record rows are read from
+    `records` (read_records' {file: record}); both are read from beside
+    `source` when not given."""
     suites = read_test_suites(tables, source) if suites is None else suites
+    records = read_records(tables, source) if records is None else records
     blocks = {}
     named = set()
     for table in tables:
         if "test_suite" in table:
             blocks[table["id"]] = suite_sentence(suites[table["id"]])
             continue
-        for row in table["rows"]:
-            named.update(_row_runs(row))
-        block = render_table(table, papers, runs, root, source, origins)
+        if "compare" in table:
+            named.update(name for comparison in table["compare"] for name in (*comparison["a"], *comparison["b"]))
+            block = render_comparisons(table, papers, runs, root)
+        else:
+            named.update(name for row in table["rows"] for name in _row_runs(row))
+            block = render_table(table, papers, runs, root, source, origins, records)
         if block is not None:
             blocks[table["id"]] = block
     others = [name for name in runs if name not in named]
@@ -479,32 +544,47 @@ def _literal(text):
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def render_table(table, papers, runs, root, source="tables.toml", origins=None):
-    """One table as markdown: the commands of its runs, then the table; None
-    when none of its runs is there."""
+def render_table(table, papers, runs, root, source="tables.toml", origins=None, records=None):
+    """One table as markdown: the commands of its runs and records, the
+    table, then when and where each record was made; None when none of its
+    runs or records is there."""
     columns = [_column(spec, f"{source}: table {table['id']!r}") for spec in table["columns"]]
-    rows = [row for row in table["rows"] if _row_runs(row) <= runs.keys()]
-    if not any(_row_runs(row) for row in rows):
+    records = records or {}
+    rows = [row for row in table["rows"] if _row_runs(row) <= runs.keys() and row.get("record", "") in {"", *records}]
+    if not any(_row_runs(row) or "record" in row for row in rows):
         return None
     headers = [*table["labels"], *(_header(column) for column in columns)]
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for row in rows:
-        cells = _row_cells(row, columns, papers, runs, table.get("spread", False), origins or {})
+        cells = _row_cells(row, columns, papers, runs, table.get("spread", False), origins or {}, records)
         lines.append("| " + " | ".join(cells) + " |")
     names = [name for row in rows for name in ([row["run"]] if "run" in row else row.get("mean", []))]
+    files = list(dict.fromkeys(row["record"] for row in rows if "record" in row))
     commands = [_command(runs[name], root, name) for name in dict.fromkeys(names)]
+    commands += list(dict.fromkeys(records[file]["command"] for file in files))
+    table_text = "\n".join(lines)
+    made = [_record_sentence(file, records[file]) for file in files]
+    if made:
+        table_text += "\n\n" + "\n".join(made)
+    return _commands_block(commands, table.get("commands") == "details") + "\n\n" + table_text
+
+
+def _commands_block(commands, folded):
+    """The commands as a bash block, folded away in <details> when `folded`."""
     code = "```bash\n" + "\n".join(commands) + "\n```"
-    if table.get("commands") == "details":
+    if folded:
         summary = "The command of this run" if len(commands) == 1 else f"The commands of these {len(commands)} runs"
         code = f"<details><summary>{summary}</summary>\n\n{code}\n\n</details>"
-    return code + "\n\n" + "\n".join(lines)
+    return code
 
 
 @dataclasses.dataclass(frozen=True)
-class FitColumn:
-    """A column of what a run's fit chose: `template` (a format string whose
-    fields are the recorded keys `keys`) filled in from its fit."""
+class TemplateColumn:
+    """A column filled in from a template: `template` (a format string
+    whose fields are the keys `keys`) filled in from a run's fit (`source`
+    "fit") or from a recorded report (`source` "value", see RecordRow)."""
 
+    source: str
     template: str
     header: str
     keys: tuple
@@ -512,51 +592,60 @@ class FitColumn:
 
     @classmethod
     def parse(cls, spec, where):
-        """The column of the spec { fit = TEMPLATE, header = HEADER }; a
-        malformed one is an InputError naming `where`."""
+        """The column of the spec { fit = TEMPLATE, header = HEADER } or
+        { value = TEMPLATE, header = HEADER }; a malformed one is an
+        InputError naming `where`. A value template's field may index a
+        recorded list ({ci95[0]:.3f})."""
+        source = "fit" if "fit" in spec else "value"
+        what, one = ("recorded keys", "a recorded key") if source == "fit" else ("a report's keys", "a report's key")
 
         def malformed(problem):
-            usage = '{ fit = "... {KEY} ... {KEY:FORMAT} ...", header = "..." }'
-            return InputError(f"{where}: {problem}; a fit column is {usage}")
+            usage = f'{{ {source} = "... {{KEY}} ... {{KEY:FORMAT}} ...", header = "..." }}'
+            return InputError(f"{where}: {problem}; a {source} column is {usage}")
 
-        unknown = sorted(set(spec) - {"fit", "header"})
+        unknown = sorted(set(spec) - {source, "header"})
         if unknown:
             raise malformed(f"unknown setting {', '.join(unknown)}")
-        template, header = spec.get("fit"), spec.get("header")
+        template, header = spec.get(source), spec.get("header")
         if not isinstance(template, str):
-            raise malformed("fit must be a format string of recorded keys")
+            raise malformed(f"{source} must be a format string of {what}")
         if header is not None and not isinstance(header, str):
             raise malformed("header must be a string")
         try:
             parts = list(string.Formatter().parse(template))
         except ValueError as error:
-            raise malformed(f"fit: {error}") from None
+            raise malformed(f"{source}: {error}") from None
+        field_pattern = r"[A-Za-z_]\w*" + ("" if source == "fit" else r"(\[\d+\])*")
         keys, default_header = [], []
-        for text, key, format_spec, conversion in parts:
+        for text, field, format_spec, conversion in parts:
             default_header.append(text)
-            if key is None:
+            if field is None:
                 continue
-            if not key.isidentifier() or conversion is not None:
-                field = "{" + key + ("" if conversion is None else "!" + conversion) + "}"
-                raise malformed(f"the field {field} is not {{KEY}} or {{KEY:FORMAT}} of a recorded key")
+            if not re.fullmatch(field_pattern, field) or conversion is not None:
+                shown = "{" + field + ("" if conversion is None else "!" + conversion) + "}"
+                raise malformed(f"the field {shown} is not {{KEY}} or {{KEY:FORMAT}} of {one}")
             if not _is_format_spec(format_spec):
-                raise malformed(f"the field {{{key}:{format_spec}}} has no valid format spec")
+                raise malformed(f"the field {{{field}:{format_spec}}} has no valid format spec")
+            key = re.match(r"\w+", field).group()
             keys.append(key)
             default_header.append(key)
         if not keys:
-            raise malformed("fit names no recorded key")
-        return cls(template, "".join(default_header) if header is None else header, tuple(dict.fromkeys(keys)), where)
+            raise malformed(f"{source} names no recorded key")
+        header = "".join(default_header) if header is None else header
+        return cls(source, template, header, tuple(dict.fromkeys(keys)), where)
 
-    def cell(self, fit, origin="the run"):
-        """The template filled in from `fit`; empty when it lacks a key.
-        `origin` (where the fit was read) names the run in errors."""
-        values = {key: fit.get(key) for key in self.keys}
+    def cell(self, values, origin="the run"):
+        """The template filled in from `values` (a fit or a report); empty
+        when it lacks a key. `origin` (where they were read) names the run
+        or the record in errors."""
+        values = {key: values.get(key) for key in self.keys}
         if None in values.values():
             return ""
         try:
             return self.template.format_map(values)
-        except (ValueError, TypeError) as error:
-            raise InputError(f"{self.where}: cannot format the fit {values}: {error} (the fit of {origin})") from None
+        except (ValueError, TypeError, IndexError) as error:
+            noun = "fit" if self.source == "fit" else "report"
+            raise InputError(f"{self.where}: cannot format the {noun} {values}: {error} (the {noun} of {origin})") from None
 
 
 def _is_format_spec(format_spec):
@@ -574,12 +663,13 @@ def _is_format_spec(format_spec):
 
 def _column(spec, where):
     """A table's column: the name of a metric or run column (as written) or
-    a FitColumn; an unknown or malformed one is an InputError."""
-    if isinstance(spec, dict) and "fit" in spec:
-        return FitColumn.parse(spec, f"{where}: column {_toml(spec)}")
+    a TemplateColumn; an unknown or malformed one is an InputError."""
+    if isinstance(spec, dict) and ("fit" in spec or "value" in spec):
+        return TemplateColumn.parse(spec, f"{where}: column {_toml(spec)}")
     if isinstance(spec, str) and (spec in METRICS or spec in RUN_COLUMNS or spec.removeprefix("paper:") in METRICS):
         return spec
-    known = ", ".join([*METRICS, *RUN_COLUMNS, "paper:METRIC", '{ fit = "TEMPLATE", header = "HEADER" }'])
+    known = ", ".join([*METRICS, *RUN_COLUMNS, "paper:METRIC", '{ fit = "TEMPLATE", header = "HEADER" }',
+                       '{ value = "TEMPLATE", header = "HEADER" }'])
     raise InputError(f"{where}: unknown column {_toml(spec)}; known: {known}")
 
 
@@ -591,7 +681,7 @@ def _toml(value):
 
 
 def _header(column):
-    if isinstance(column, FitColumn):
+    if isinstance(column, TemplateColumn):
         return column.header
     if column.startswith("paper:"):
         return "paper " + METRICS[column[len("paper:"):]][0]
@@ -610,7 +700,11 @@ def _labels(row, record=None):
     return [label.format_map(fields) for label in row["labels"]]
 
 
-def _row_cells(row, columns, papers, runs, spread, origins):
+def _row_cells(row, columns, papers, runs, spread, origins, records):
+    if "record" in row:
+        report = _with_sums(_select_report(records[row["record"]], row))
+        origin = f"results/{row['record']}"
+        return _labels(row) + [_record_cell(column, report, origin) for column in columns]
     if "run" in row:
         record = runs[row["run"]]
         paper = _with_sums(_paper_row(papers, row["paper"])) if "paper" in row else {}
@@ -686,8 +780,8 @@ def _format(column, value):
 
 
 def _run_cell(column, record, paper, origin):
-    if isinstance(column, FitColumn):
-        return column.cell(record["fit"], origin)
+    if isinstance(column, TemplateColumn):
+        return column.cell(record["fit"], origin) if column.source == "fit" else ""
     if column in METRICS or column == "dev_rsum":
         return _metric_cell(column, _number(column, record))
     if column.startswith("paper:"):
@@ -695,10 +789,13 @@ def _run_cell(column, record, paper, origin):
     if column == "dev_history":
         return ", ".join(f"{value:.1f}" for value in record["dev_history"])
     if column == "best_dev_at":
-        # "10 of 10": the best validation was the last, the run may have
-        # stopped while still improving.
+        # "10 of 10 (still rising)": the best validation was the last; the
+        # run stopped while still improving, undertrained at its budget.
         history = record["dev_history"]
-        return f"{history.index(max(history)) + 1} of {len(history)}" if history else ""
+        if not history:
+            return ""
+        best = history.index(max(history)) + 1
+        return f"{best} of {len(history)}" + (" (still rising)" if best == len(history) > 1 else "")
     if column in TIME_COLUMNS:
         seconds = record[TIME_COLUMNS[column]]
         return "" if seconds is None else _duration(seconds)
@@ -737,6 +834,133 @@ def _command(record, root, name):
         elif word.startswith("--model-dir="):
             words[i] = f"--model-dir={root}/{name}"
     return shlex.join(words)
+
+
+# --- Comparisons ----------------------------------------------------------------------------------
+#
+# A comparison table ({ id, compare = [...] }) tests claims "A > B" over
+# seeds: each side's mean ± standard deviation of a test metric over its
+# runs (at least MIN_SEEDS), and the decision rule: A is ahead when its
+# mean exceeds B's by more than the larger of the two standard
+# deviations, B is ahead by the same rule the other way, else a tie.
+
+VERDICTS = {1: "A ahead: reproduced", 0: "tie: not resolved", -1: "B ahead: reversed"}
+
+
+def comparison(a_values, b_values):
+    """(A's mean, A's s.d., B's mean, B's s.d., the rule's margin, the
+    verdict: 1 when A is ahead, -1 when B is, 0 for a tie)."""
+    a_mean, b_mean = statistics.mean(a_values), statistics.mean(b_values)
+    a_sd, b_sd = statistics.stdev(a_values), statistics.stdev(b_values)
+    margin = max(a_sd, b_sd)
+    difference = a_mean - b_mean
+    verdict = 1 if difference > margin else -1 if difference < -margin else 0
+    return a_mean, a_sd, b_mean, b_sd, margin, verdict
+
+
+def render_comparisons(table, papers, runs, root):
+    """A comparison table as markdown (the commands of its runs, folded
+    away by default, then one row per claim); None when none of its
+    comparisons has all its runs."""
+    present = [c for c in table["compare"] if {*c["a"], *c["b"]} <= runs.keys()]
+    if not present:
+        return None
+    headers = ["claim (A > B)", "metric", "A: mean ± s.d.", "B: mean ± s.d.", "A − B", "rule: |A − B| >",
+               "here", "paper: A − B"]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for claim in present:
+        metric = claim.get("metric", "rsum")
+        a_values, b_values = ([_number(metric, runs[name]) for name in claim[side]] for side in ("a", "b"))
+        if None in a_values or None in b_values:
+            raise InputError(f"table {table['id']!r}: claim {claim['claim']!r}: a run lacks the test metric {metric!r}")
+        a_mean, a_sd, b_mean, b_sd, margin, verdict = comparison(a_values, b_values)
+        paper = ""
+        if "paper" in claim:
+            a_paper, b_paper = (_with_sums(_paper_row(papers, key)).get(metric) for key in claim["paper"])
+            paper = "" if None in (a_paper, b_paper) else f"{a_paper - b_paper:+.1f}"
+        cells = [claim["claim"], METRICS[metric][0], f"{_format(metric, a_mean)} ± {_format(metric, a_sd)}",
+                 f"{_format(metric, b_mean)} ± {_format(metric, b_sd)}", f"{a_mean - b_mean:+.1f}",
+                 _format(metric, margin), VERDICTS[verdict], paper]
+        lines.append("| " + " | ".join(cells) + " |")
+    names = dict.fromkeys(name for claim in present for name in (*claim["a"], *claim["b"]))
+    commands = [_command(runs[name], root, name) for name in names]
+    return _commands_block(commands, table.get("commands", "details") == "details") + "\n\n" + "\n".join(lines)
+
+
+# --- Recorded reports -----------------------------------------------------------------------------
+#
+# A record row ({ record = FILE, select = {...}, labels = [...] }) is one
+# report of a JSON file under results/ (FILE relative to the tables file)
+# that a command recorded: `python -m tools.bench ... --record FILE` (and
+# the family benchmarks), `python evaluate.py ... --json FILE`, `python -m
+# tools.word_order ... --json FILE`. The file holds the command, its
+# reports (a list of objects) and optionally when and where it ran; select
+# picks the one report whose keys have the given values (none: the file's
+# only report). Its cells are the test-metric columns (the report's keys of
+# the same names) and value columns ({ value = "TEMPLATE" }, filled in from
+# the report's keys); the table lists the record's command and, under it,
+# its date, cores and load.
+
+_REPORTS = ("a list of the reports (JSON objects) the command printed",
+            lambda value: isinstance(value, list) and value and all(isinstance(report, dict) for report in value))
+RECORD_FIELDS = {
+    "command": (_STRING, REQUIRED),
+    "reports": (_REPORTS, REQUIRED),
+    "date": (_STRING, None),
+    "cores": (_NUMBER, None),
+    "cpu": (_STRING, None),
+    "load_average": (_LOAD, None),
+}
+
+
+def read_records(tables, source):
+    """{file: record} of every record row's file (relative to the tables
+    file `source`), each checked whole, and each row's select matching one
+    report: an InputError naming the file and the key at fault."""
+    records = {}
+    for table in tables:
+        for row in table.get("rows", []):
+            if "record" not in row:
+                continue
+            file = row["record"]
+            if file not in records:
+                path = Path(source).parent / file
+                record = _read_json(path)
+                if not isinstance(record, dict):
+                    raise InputError(f"{path}: not a JSON object of a recorded command (command, reports)")
+                _check_fields(record, path, RECORD_FIELDS)
+                records[file] = {**_with_defaults(record, RECORD_FIELDS), "path": str(path)}
+            _select_report(records[file], row)
+    return records
+
+
+def _select_report(record, row):
+    select = row.get("select", {})
+    matches = [report for report in record["reports"] if all(report.get(k) == v for k, v in select.items())]
+    if len(matches) != 1:
+        what = f"the report with {_json(select)}" if select else "one report (add select = { KEY = VALUE } to choose)"
+        raise InputError(f"{record['path']}: {len(matches)} reports match where the tables need {what}")
+    return matches[0]
+
+
+def _record_cell(column, report, origin):
+    if isinstance(column, TemplateColumn):
+        return column.cell(report, origin) if column.source == "value" else ""
+    if column in METRICS:
+        value = report.get(column)
+        return _metric_cell(column, value) if _is_number(value) else ""
+    return ""
+
+
+def _record_sentence(file, record):
+    """When and where a record was made, one line (its file alone when it
+    recorded neither)."""
+    facts = [record["date"][:16].replace("T", " ") + " UTC" if record["date"] else None,
+             f"{_cores(record['cores'])} cores" if record["cores"] is not None else None,
+             record["cpu"],
+             f"load {_load(record['load_average'])}" if record["load_average"] else None]
+    facts = [fact for fact in facts if fact]
+    return f"Recorded in `results/{file}`" + (f": {', '.join(facts)}." if facts else ".")
 
 
 # --- The test suite's time -----------------------------------------------------------------------
@@ -953,7 +1177,8 @@ def _run(args):
     papers = check_papers(read_toml(args.papers), args.papers)
     tables = check_tables(read_toml(args.tables), papers, args.tables, args.papers)
     suites = read_test_suites(tables, args.tables)
-    run_tables = [table for table in tables if "test_suite" not in table]
+    records = read_records(tables, args.tables)
+    run_tables = [table for table in tables if "rows" in table]
     if args.plot and not run_tables:
         raise InputError(f"--plot {args.plot}: {args.tables} has no table of runs; the plot draws the runs of its first")
     markdown = {}
@@ -968,7 +1193,7 @@ def _run(args):
         origins = {name: str(Path(args.runs) / name / "results.json") for name in runs}
 
     # Everything made in memory, then written.
-    blocks = render(tables, papers, runs, root, args.tables, origins, suites)
+    blocks = render(tables, papers, runs, root, args.tables, origins, suites, records)
     writes, plotted = [], []
     if args.save_snapshot:
         text = json.dumps({"root": root, "runs": runs}, indent=1, sort_keys=True) + "\n"

@@ -480,7 +480,7 @@ TABLE = '[[table]]\nid = "t"\nlabels = ["m"]\ncolumns = ["rsum"]\n'
     (TABLE + 'rows = []\ncommands = "folded"\n', ": table 't': the key 'commands' can only be \"details\""),
     (TABLE + 'rows = []\nspread = "yes"\n', ": table 't': the key 'spread' must be true or false"),
     (TABLE + 'rows = [{ runs = "a", labels = ["a"] }]\n', ": table 't': row 1: unknown key 'runs'"),
-    (TABLE + 'rows = [{ labels = ["a"] }]\n', ": table 't': row 1: names no run, mean or paper"),
+    (TABLE + 'rows = [{ labels = ["a"] }]\n', ": table 't': row 1: names no run, mean, record or paper"),
     (TABLE + 'rows = [{ run = 3, labels = ["a"] }]\n', ": table 't': row 1: the key 'run' must be a run's name"),
     (TABLE + 'rows = [{ run = "a", mean = ["a", "b"], labels = ["a"] }]\n', ": table 't': row 1: has both 'run' and 'mean'"),
     (TABLE + 'rows = [{ mean = "a b", labels = ["a"] }]\n', ": table 't': row 1: the key 'mean' must be a list of at least two"),
@@ -729,10 +729,142 @@ def test_a_missing_test_suite_record_or_a_malformed_test_suite_table_is_an_error
 
 @pytest.mark.parametrize("history, cell", [
     ([10.0, 12.0, 11.0], "2 of 3"),
-    ([10.0, 12.0, 13.5], "3 of 3"),  # the last validation was the best: still rising
+    ([10.0, 12.0, 13.5], "3 of 3 (still rising)"),  # the last validation was the best: undertrained
     ([7.0], "1 of 1"),
     ([], ""),  # a run that recorded no validation history
 ])
 def test_best_dev_at_says_which_validation_was_the_best(history, cell):
     record = {**_record({}), "dev_history": history}
     assert report._run_cell("best_dev_at", record, {}, "run 'a'") == cell
+
+
+# --- Comparisons over seeds -----------------------------------------------------------------------
+
+
+def _seed_runs(rsums):
+    return {name: {**_record({}), "test": {"rsum": rsum}, "command": f"python train.py --model m --model-dir x/{name}"}
+            for name, rsum in rsums.items()}
+
+
+@pytest.mark.parametrize("a_rsums, b_rsums, verdict, difference", [
+    ((108.0, 110.0, 112.0), (100.0, 101.0, 102.0), "A ahead: reproduced", "+9.0"),  # s.d.s 2 and 1: 9 > 2
+    ((108.0, 110.0, 112.0), (109.0, 110.0, 111.0), "tie: not resolved", "+0.0"),
+    ((104.0, 110.0, 116.0), (114.0, 116.0, 118.0), "tie: not resolved", "-6.0"),  # A's s.d. is 6: |−6| is not more
+    ((108.0, 110.0, 112.0), (120.0, 121.0, 122.0), "B ahead: reversed", "-11.0"),
+])
+def test_a_comparison_applies_the_rule_to_the_seeds_mean_and_sd(a_rsums, b_rsums, verdict, difference):
+    a, b = dict(zip(("a0", "a1", "a2"), a_rsums)), dict(zip(("b0", "b1", "b2"), b_rsums))
+    table = {"id": "claims", "compare": [{"claim": "A > B", "a": list(a), "b": list(b), "paper": ["p/x", "p/y"]}]}
+    papers = {"p": {"x": {"rsum": 250.0}, "y": {"rsum": 242.6}}}
+    report.check_tables({"table": [table]}, papers, "tables.toml")
+    block = report.render_comparisons(table, papers, _seed_runs({**a, **b}), "runs")
+    row = block.splitlines()[-1].split(" | ")
+    assert row[0] == "| A > B" and row[1] == "rsum"
+    assert row[4] == difference and row[6] == verdict and row[7] == "+7.4 |"
+    assert "python train.py --model m --model-dir runs/a0" in block  # the runs' commands, folded away
+    assert block.startswith("<details><summary>The commands of these 6 runs</summary>")
+
+
+def test_comparison_means_and_sds_are_the_sample_statistics():
+    a, b = [70.0, 72.5, 77.0], [60.0, 61.0, 65.0]
+    a_mean, a_sd, b_mean, b_sd, margin, verdict = report.comparison(a, b)
+    # By hand: A's mean 73.1667, deviations −3.1667, −0.6667, 3.8333: s.d. √(25.1667 / 2) = 3.5473.
+    assert (a_mean, b_mean) == (pytest.approx(73.1667, abs=1e-4), pytest.approx(62.0))
+    assert (a_sd, b_sd, margin) == (pytest.approx(3.5473, abs=1e-4), pytest.approx(7 ** 0.5), pytest.approx(3.5473, abs=1e-4))
+    assert verdict == 1
+
+
+@pytest.mark.parametrize("comparison, problem", [
+    ({"claim": "A > B", "a": ["a0", "a1"], "b": ["b0", "b1", "b2"]}, "the key 'a' must be a list of at least 3 runs' names"),
+    ({"claim": "", "a": ["a0", "a1", "a2"], "b": ["b0", "b1", "b2"]}, "the key 'claim' must be the claim's words"),
+    ({"claim": "A > B", "a": ["a0", "a1", "a2"], "b": ["b0", "b1", "b2"], "metric": "r1"}, "the key 'metric' must be one of"),
+    ({"claim": "A > B", "a": ["a0", "a1", "a2"], "b": ["b0", "b1", "b2"], "paper": ["p/x"]}, "the key 'paper' must be two rows"),
+    ({"claim": "A > B", "a": ["a0", "a1", "a2"], "b": ["b0", "b1", "b2"], "seeds": 3}, "unknown key 'seeds'"),
+])
+def test_a_malformed_comparison_names_the_table_and_the_key(comparison, problem):
+    with pytest.raises(report.InputError) as error:
+        report.check_tables({"table": [{"id": "claims", "compare": [comparison]}]}, {"p": {"x": {}}}, "tables.toml")
+    assert str(error.value).startswith(f"tables.toml: table 'claims': comparison 1: {problem}")
+
+
+def test_a_comparison_whose_runs_are_missing_is_left_out():
+    table = {"id": "claims", "compare": [{"claim": "A > B", "a": ["a0", "a1", "a2"], "b": ["b0", "b1", "b2"]}]}
+    assert report.render_comparisons(table, {}, _seed_runs({"a0": 1.0, "a1": 2.0, "a2": 3.0}), "runs") is None
+
+
+# --- Recorded reports -----------------------------------------------------------------------------
+
+
+def _bench_record(tmp_path):
+    (tmp_path / "bench").mkdir()
+    record = {"command": "python -m tools.bench --model gru --model rcn --preset quick", "date": "2026-11-24T07:01:02+00:00",
+              "cores": 2, "cpu": "Some CPU", "load_average": [0.1, 1.25],
+              "reports": [{"model": "gru", "preset": "quick", "train_pairs_per_s": 448.04, "eval_seconds": 5.8},
+                          {"model": "rcn", "preset": "quick", "train_pairs_per_s": 164.5, "ci": [0.11, 0.2],
+                           "i2t_r1": 12.34}]}
+    (tmp_path / "bench" / "quick.json").write_text(json.dumps(record))
+    (tmp_path / "tables.toml").write_text('''
+[[table]]
+id = "speed"
+labels = ["model"]
+columns = ["i2t_r1", { value = "{train_pairs_per_s:.0f}", header = "pairs/s" }, { value = "({ci[0]:.2f}, {ci[1]:.2f})", header = "CI" }]
+rows = [
+  { record = "bench/quick.json", select = { model = "gru" }, labels = ["`gru`"] },
+  { record = "bench/quick.json", select = { model = "rcn" }, labels = ["`rcn`"] },
+]
+''')
+    return tmp_path / "tables.toml"
+
+
+def test_record_rows_read_the_selected_report_of_a_recorded_file(tmp_path):
+    source = _bench_record(tmp_path)
+    tables = report.check_tables(report.read_toml(source), {}, str(source))
+    block = report.render(tables, {}, {}, "runs", str(source))["speed"]
+    assert block == """```bash
+python -m tools.bench --model gru --model rcn --preset quick
+```
+
+| model | i2t R@1 | pairs/s | CI |
+|---|---|---|---|
+| `gru` |  | 448 |  |
+| `rcn` | 12.3 | 164 | (0.11, 0.20) |
+
+Recorded in `results/bench/quick.json`: 2026-11-24 07:01 UTC, 2 cores, Some CPU, load 0.1 → 1.2."""
+
+
+@pytest.mark.parametrize("change, problem", [
+    (lambda record: record.pop("command"), "lacks the key 'command'"),
+    (lambda record: record.update(reports={}), "the key 'reports' must be a list of the reports"),
+    (lambda record: record["reports"][1].update(model="gru"), "2 reports match where the tables need the report with {\"model\": \"gru\"}"),
+    (lambda record: record["reports"].pop(), "0 reports match where the tables need the report with {\"model\": \"rcn\"}"),
+])
+def test_a_damaged_record_is_an_error_naming_its_file(tmp_path, change, problem):
+    source = _bench_record(tmp_path)
+    path = tmp_path / "bench" / "quick.json"
+    record = json.loads(path.read_text())
+    change(record)
+    path.write_text(json.dumps(record))
+    tables = report.check_tables(report.read_toml(source), {}, str(source))
+    with pytest.raises(report.InputError) as error:
+        report.read_records(tables, str(source))
+    assert str(error.value).startswith(f"{path}: {problem}")
+
+
+@pytest.mark.parametrize("row, problem", [
+    ('{ record = "bench/quick.txt", labels = ["a"] }', "the key 'record' must be the path of a recorded JSON file"),
+    ('{ record = "a.json", select = [1], labels = ["a"] }', "the key 'select' must be a table of report keys"),
+    ('{ run = "a", select = { model = "gru" }, labels = ["a"] }', "'select' chooses among a record's reports"),
+    ('{ run = "a", record = "a.json", labels = ["a"] }', "has both 'run' and 'record'"),
+    ('{ record = "a.json", paper = "p/x", labels = ["a"] }', "a record row has no paper"),
+])
+def test_a_malformed_record_row_names_the_table_and_the_row(row, problem):
+    data = report.tomllib.loads(f'[[table]]\nid = "t"\nlabels = ["m"]\ncolumns = ["rsum"]\nrows = [{row}]\n')
+    with pytest.raises(report.InputError) as error:
+        report.check_tables(data, {"p": {"x": {}}}, "tables.toml")
+    assert str(error.value).startswith(f"tables.toml: table 't': row 1: {problem}")
+
+
+def test_value_columns_may_index_a_list_but_fit_columns_may_not():
+    assert report.TemplateColumn.parse({"value": "{ci[0]:.1f}"}, "c").keys == ("ci",)
+    with pytest.raises(report.InputError, match=r"the field \{ci\.real\} is not"):
+        report.TemplateColumn.parse({"value": "{ci.real}"}, "c")
