@@ -28,6 +28,12 @@ step, on the model's data (default: the embedded Flickr8k): reading the
 train, dev and test splits (file sizes, shapes, counts, NaN/inf) and
 tokenizing every caption with the model's tokenizer (1 to 512 tokens).
 
+`--record FILE` (every mode, and every family benchmark below) also writes
+the printed report(s) to FILE as JSON, in an envelope giving the command,
+date, machine and versions (`tools.records`); `--hardware`'s two lines are
+recorded as one report, {"hardware": ..., "precision": ...}. A FILE that
+cannot be written is an error before anything is timed.
+
 Training reports give pairs/s, the step time, and the GFLOP/s achieved on
 the model's matrix products (`RetrievalModel.forward_flops`, times 3 for
 the forward and backward passes) beside this machine's float32 matmul rate.
@@ -63,7 +69,7 @@ import numpy as np
 
 from common.errors import InputError, count, count_or_zero, run_command
 from data import splits
-from tools import hardware
+from tools import hardware, records
 
 WORKER_POLL_SECONDS = 0.2  # how often a wait for a worker's answer checks that it is alive
 
@@ -88,10 +94,12 @@ def parse_args(argv):
     parser.add_argument("--encode", metavar="SAVED_MODEL", help="time a SavedModel's encode_text on the test captions instead")
     parser.add_argument("--hardware", action="store_true",
                         help="print this machine's native bf16/fp16 arithmetic and the mixed precision to use, and exit")
+    records.add_record_option(parser)
     args = parser.parse_args(argv)
     if args.eval_only and args.skip_eval:
         parser.error("--eval-only and --skip-eval exclude each other")
     args.model = args.model or ["gru"]
+    args.command = records.command_line("tools.bench", argv)
     return args
 
 
@@ -100,14 +108,21 @@ def main(argv=None):
 
 
 def _run(args):
+    recording = records.Recording(args.record, args.command)
     if args.hardware:
-        print("\n".join(hardware.machine_lines()))
+        lines = hardware.machine_lines()
+        print("\n".join(lines))
+        recording.write([dict(line.split(": ", 1) for line in lines)])  # {"hardware": ..., "precision": ...}
         return 0
     if args.encode:
-        print(json.dumps(encoding_throughput(args.encode), indent=2))
+        report = encoding_throughput(args.encode)
+        print(json.dumps(report, indent=2))
+        recording.write([report])
         return 0
     if args.data_checks:
-        print(json.dumps([data_check_timings(name, args) for name in args.model], indent=2))
+        reports = [data_check_timings(name, args) for name in args.model]
+        print(json.dumps(reports, indent=2))
+        recording.write(reports)
         return 0
     from models import registry
 
@@ -118,6 +133,7 @@ def _run(args):
     for report in reports[1:] if not args.eval_only else ():
         report["step_time_vs_first"] = round(report["train_step_ms"] / reports[0]["train_step_ms"], 2)
     print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
+    recording.write(reports)
     return 0
 
 

@@ -2,13 +2,16 @@
 
     python -m tools.bench_fisher_vectors
     python -m tools.bench_fisher_vectors --large
+    python -m tools.bench_fisher_vectors --record results/bench_fisher_vectors.json
 
 Times the zoo's EM (`models/fisher_vectors/mixtures.py`) in its Gaussian
 mode against scikit-learn's `GaussianMixture` from the same initial means,
 and an HGLMM iteration against a GMM iteration of the same code, on the
 GloVe-50 vocabulary (7,965 vectors), the training captions' tokens (and
 with `--large` a random 300,000 x 300 sample, 2 iterations). One JSON line
-per data set, printed as each finishes.
+per data set, printed as each finishes; its "mixture" names the mixtures
+timed ("gaussian+hybrid"). `--record FILE` also writes them to FILE at the
+end, with the command, date, machine and versions (`tools.records`).
 """
 
 import argparse
@@ -19,13 +22,19 @@ import time
 import numpy as np
 
 from common.errors import run_command
+from tools import records
+
+POLICIES = ("gaussian", "hybrid")  # the EM modes timed: a GMM's and the HGLMM's
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--large", action="store_true",
                         help="also a random 300,000 x 300 sample (slow: more than 10 minutes here)")
-    return parser.parse_args(argv)
+    records.add_record_option(parser)
+    args = parser.parse_args(argv)
+    args.command = records.command_line("tools.bench_fisher_vectors", argv)
+    return args
 
 
 def main(argv=None):
@@ -33,8 +42,12 @@ def main(argv=None):
 
 
 def _run(args):
+    recording = records.Recording(args.record, args.command)
+    reports = []
     for report in fv_em_timings(large=args.large):
         print(json.dumps(report), flush=True)  # one line per data set, as each finishes
+        reports.append(report)
+    recording.write(reports)
     return 0
 
 
@@ -65,9 +78,10 @@ def fv_em_timings(components=30, iterations=10, large=False):
         data["random_300k_x_300"] = (rng.normal(size=(300_000, 300)) / np.sqrt(300), 2)
     for name, (x, steps) in data.items():
         x = np.asarray(x, np.float64)
-        report = {"data": name, "rows": len(x), "dim": x.shape[1], "components": components, "iterations": steps}
+        report = {"mixture": "+".join(POLICIES), "data": name, "rows": len(x), "dim": x.shape[1],
+                  "components": components, "iterations": steps}
         start = mixtures.initial_mixture(x, components, "gaussian", np.random.default_rng(0))
-        for policy in ("gaussian", "hybrid"):
+        for policy in POLICIES:
             mixture = mixtures.initial_mixture(x, components, policy, np.random.default_rng(0))
             began = time.perf_counter()
             for _ in range(steps):

@@ -2,10 +2,13 @@
 order embeddings), as JSON: its time and the process's peak memory.
 
     python -m tools.bench_order_similarity --images 5000 --dim 1024
+    python -m tools.bench_order_similarity --images 1000 --record results/bench_order_similarity.json
 
 Ranks N random non-negative unit image embeddings against 5N caption
 embeddings (the 5K x 25K COCO evaluation for N = 5000) block by block, as
-the evaluation of a trained model does (`engine.evaluation`).
+the evaluation of a trained model does (`engine.evaluation`). The report's
+"similarity" is "order_violation". `--record FILE` also writes it to FILE,
+with the command, date, machine and versions (`tools.records`).
 """
 
 import argparse
@@ -16,6 +19,7 @@ import time
 import numpy as np
 
 from common.errors import count, run_command
+from tools import records
 
 
 def parse_args(argv):
@@ -23,7 +27,10 @@ def parse_args(argv):
     parser.add_argument("--images", type=count, required=True, metavar="N",
                         help="images to rank against 5N captions")
     parser.add_argument("--dim", type=count, default=1024, help="embedding size")
-    return parser.parse_args(argv)
+    records.add_record_option(parser)
+    args = parser.parse_args(argv)
+    args.command = records.command_line("tools.bench_order_similarity", argv)
+    return args
 
 
 def main(argv=None):
@@ -31,7 +38,10 @@ def main(argv=None):
 
 
 def _run(args):
-    print(json.dumps(order_similarity_evaluation(args.images, args.dim), indent=2))
+    recording = records.Recording(args.record, args.command)
+    report = order_similarity_evaluation(args.images, args.dim)
+    print(json.dumps(report, indent=2))
+    recording.write([report])
     return 0
 
 
@@ -58,6 +68,7 @@ def order_similarity_evaluation(n_images, dim):
         lambda i, t: similarity(i, t).numpy(), images, texts, np.repeat(np.arange(n_images), 5)
     )
     return {
+        "similarity": "order_violation",
         "images": n_images,
         "captions": 5 * n_images,
         "dim": dim,

@@ -1,6 +1,7 @@
 """The zoo's VSE training step against VSE++'s own, as JSON.
 
     python -m tools.bench_vsepp ../vsepp --model gru --preset paper --rounds 3
+    python -m tools.bench_vsepp ../vsepp --model gru --preset paper --record results/bench_vsepp.json
 
 Alternates `--rounds` rounds of the zoo's training step with VSE++'s own
 PyTorch `VSE.train_emb` (model.py of a clone of github.com/fartashf/vsepp;
@@ -8,7 +9,9 @@ needs `pip install torch`) on the same batches, VSE++ in a process of its
 own (a `tools.bench.Worker`: if it dies, say of an import error in the
 clone, the benchmark ends with its reason), and reports the pairs/s of each. The model must be one of the `gru`
 family (a `models.vse.VSEConfig`: `gru`, the RCNs, the Vilalta et al.
-pipelines); VSE++ is built with its options.
+pipelines); VSE++ is built with its options. `--record FILE` also writes
+the report to FILE, with the command, date, machine and versions
+(`tools.records`).
 """
 
 import argparse
@@ -19,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from common.errors import count, run_command
+from tools import records
 from tools.bench import (
     Worker,
     add_experiment_arguments,
@@ -38,7 +42,10 @@ def parse_args(argv):
     parser.add_argument("--model", default="gru", help="a registered model with a VSEConfig (default gru)")
     add_experiment_arguments(parser)
     parser.add_argument("--rounds", type=count, default=3, help="alternating rounds")
-    return parser.parse_args(argv)
+    records.add_record_option(parser)
+    args = parser.parse_args(argv)
+    args.command = records.command_line("tools.bench_vsepp", argv)
+    return args
 
 
 def main(argv=None):
@@ -46,7 +53,10 @@ def main(argv=None):
 
 
 def _run(args):
-    print(json.dumps(compare_with_vsepp(args.model, args), indent=2))
+    recording = records.Recording(args.record, args.command)
+    report = compare_with_vsepp(args.model, args)
+    print(json.dumps(report, indent=2))
+    recording.write([report])
     return 0
 
 

@@ -13,19 +13,17 @@ pytest's exit status, the outcome counts of its final summary line
 errors, skipped, deselected, xfailed, ...), the wall seconds, the CPU
 seconds (user + system) of pytest and every process it waited for, the
 cores this process may use, the 1-minute load average at the start and
-at the end, and the Python and TensorFlow versions. A failed suite is
-recorded too (the report says it failed); the exit status is pytest's.
-Every argument but `--out FILE` / `--out=FILE` goes to pytest (paths in
-them are relative to the repository's root, where pytest runs; --out's
-to the current directory). Ctrl-C stops pytest and records nothing.
+at the end, and the Python and TensorFlow versions (the date, cores,
+load and versions taken as the benchmarks' `--record` takes them:
+`tools.records`). A failed suite is recorded too (the report says it
+failed); the exit status is pytest's. Every argument but `--out FILE` /
+`--out=FILE` goes to pytest (paths in them are relative to the
+repository's root, where pytest runs; --out's to the current directory).
+Ctrl-C stops pytest and records nothing.
 """
 
 import argparse
-import datetime
-import importlib.metadata
 import json
-import os
-import platform
 import re
 import resource
 import shlex
@@ -36,6 +34,7 @@ from pathlib import Path
 
 from common.errors import InputError
 from common.files import check_output_file, write_json_atomically
+from tools import records
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = str(ROOT / "results" / "test_suite.json")
@@ -98,16 +97,6 @@ def _cpu_seconds_of_children():
     return usage.ru_utime + usage.ru_stime
 
 
-def _version(*distributions):
-    """The version of the first of `distributions` installed, else None."""
-    for name in distributions:
-        try:
-            return importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    return None
-
-
 def time_tests(pytest_args, out=None, output=None):
     """Runs `python -m pytest *pytest_args` from the repository's root, its
     output passed through to `output` (default: stdout), and returns (its
@@ -115,8 +104,8 @@ def time_tests(pytest_args, out=None, output=None):
     to `out` when given."""
     output = sys.stdout if output is None else output
     command = ["python", "-m", "pytest", *pytest_args]  # as the README writes it; run with this interpreter
-    date = datetime.datetime.now(datetime.timezone.utc)
-    load_start = os.getloadavg()[0]
+    date = records.utc_now()
+    load_start = records.load_average()
     cpu_start = _cpu_seconds_of_children()
     start = time.monotonic()
     last_lines = []
@@ -128,19 +117,18 @@ def time_tests(pytest_args, out=None, output=None):
             last_lines = [*last_lines[-19:], line]  # the summary line is the last, or nearly
     wall_seconds = time.monotonic() - start
     cpu_seconds = _cpu_seconds_of_children() - cpu_start
-    load_end = os.getloadavg()[0]
+    load_end = records.load_average()
     counts = parse_summary(last_lines)
     record = {
         "command": shlex.join(command),
-        "date": date.isoformat(timespec="seconds"),
+        "date": date,
         "exit_status": process.returncode,
         "counts": {} if counts is None else counts,
         "wall_seconds": round(wall_seconds, 1),
         "cpu_seconds": round(cpu_seconds, 1),
-        "cores": len(os.sched_getaffinity(0)),
-        "load_average": [round(load_start, 2), round(load_end, 2)],
-        "python": platform.python_version(),
-        "tensorflow": _version("tensorflow", "tensorflow-cpu", "tf-nightly"),
+        "cores": records.cores(),
+        "load_average": [load_start, load_end],
+        **records.versions(),
     }
     if out is not None:
         write_json_atomically(out, json.dumps(record, indent=1) + "\n")

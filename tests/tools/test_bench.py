@@ -11,10 +11,22 @@ FAMILIES = ("fisher_vectors", "fne_pipelines", "mcnn", "rcn", "vse", "w2vv")
 TINY = ["--set", "model.word_dim=8", "--set", "model.embed_dim=16", "--steps", "2", "--warmup", "1"]
 
 
-def test_bench_reports_throughput_and_cost_relative_to_the_first_model(capsys):
-    assert bench.main(["--model", "rcn-gru", "--model", "rcn", "--preset", "quick", *TINY, "--skip-eval"]) == 0
+def read_record(path):
+    """The record --record wrote, after checking its envelope's fields."""
+    record = json.loads(Path(path).read_text())
+    assert list(record) == ["command", "date", "cores", "cpu", "load_average", "python", "tensorflow", "reports"]
+    assert isinstance(record["reports"], list) and all(isinstance(report, dict) for report in record["reports"])
+    return record
+
+
+def test_bench_reports_throughput_and_cost_relative_to_the_first_model(tmp_path, capsys):
+    argv = ["--model", "rcn-gru", "--model", "rcn", "--preset", "quick", *TINY, "--skip-eval"]
+    assert bench.main([*argv[:4], f"--record={tmp_path / 'bench.json'}", *argv[4:]]) == 0
     out, err = capsys.readouterr()
     first, second = json.loads(out)
+    record = read_record(tmp_path / "bench.json")
+    assert record["command"] == "python -m tools.bench " + " ".join(argv)  # without --record=FILE
+    assert record["reports"] == [first, second]
     assert err.startswith("hardware: CPU native bf16 ") and "\nprecision: runtime.mixed_precision=" in err
     assert (first["model"], second["model"]) == ("rcn-gru", "rcn")
     assert first["train_pairs_per_s"] > 0 and "eval_seconds" not in first
@@ -48,11 +60,15 @@ def test_bench_builds_the_model_and_its_step_under_the_runtime_settings(monkeypa
     assert calls["make_optimizer"][1] == "fp16" and calls["make_train_step"][-1] is True
 
 
-def test_bench_prints_the_hardware_and_the_precision_to_use_and_exits(capsys):
-    assert bench.main(["--hardware"]) == 0
+def test_bench_prints_the_hardware_and_the_precision_to_use_and_exits(tmp_path, capsys):
+    assert bench.main(["--hardware", "--record", str(tmp_path / "hardware.json")]) == 0
     hardware_line, precision_line = capsys.readouterr().out.splitlines()
     assert hardware_line.startswith("hardware: CPU native bf16 ")
     assert precision_line.split()[:2] in (["precision:", f"runtime.mixed_precision={p}"] for p in ("none", "bf16", "fp16"))
+    record = read_record(tmp_path / "hardware.json")
+    assert record["command"] == "python -m tools.bench --hardware"
+    assert record["reports"] == [{"hardware": hardware_line.removeprefix("hardware: "),
+                                  "precision": precision_line.removeprefix("precision: ")}]
 
 
 def test_bad_input_is_a_one_line_error(capsys):
@@ -60,16 +76,20 @@ def test_bad_input_is_a_one_line_error(capsys):
     assert capsys.readouterr().err.strip() == "error: --preset 'huge': model 'gru' has presets paper, quick"
 
 
-def test_bench_times_the_up_front_data_checks(capsys):
-    assert bench.main(["--data-checks", "--model", "w2vv"]) == 0
+def test_bench_times_the_up_front_data_checks(tmp_path, capsys):
+    assert bench.main(["--data-checks", "--model", "w2vv", "--record", str(tmp_path / "checks.json")]) == 0
     [report] = json.loads(capsys.readouterr().out)
+    assert read_record(tmp_path / "checks.json")["reports"] == [report]
     assert (report["model"], report["tokenizer"], report["captions"]) == ("w2vv", "alnum", 40000)
     assert report["read_and_check_splits_s"] > 0 and report["caption_checks_s"] > 0
 
 
-def test_bench_times_evaluation(capsys):
-    assert bench.main(["--model", "gru", "--preset", "quick", *TINY, "--eval-split", "dev"]) == 0
+def test_bench_times_evaluation(tmp_path, capsys):
+    record_file = tmp_path / "bench.json"
+    argv = ["--model", "gru", "--preset", "quick", *TINY, "--eval-split", "dev", "--record", str(record_file)]
+    assert bench.main(argv) == 0
     report = json.loads(capsys.readouterr().out)
+    assert read_record(record_file)["reports"] == [report]  # one report: a list of one
     assert report["eval_images"] == 1000 and report["eval_captions"] == 5000 and report["eval_seconds"] > 0
 
 
@@ -81,9 +101,10 @@ def test_bench_times_the_evaluation_of_an_untrained_ensemble(short_test_data, ca
     assert report["eval_images"] == 100 and report["eval_seconds"] > 0 and "train_step_ms" not in report
 
 
-def test_bench_times_a_saved_models_caption_encoding(trained_fv, capsys):
-    assert bench.main(["--encode", str(trained_fv / "saved_model")]) == 0
+def test_bench_times_a_saved_models_caption_encoding(trained_fv, tmp_path, capsys):
+    assert bench.main(["--encode", str(trained_fv / "saved_model"), "--record", str(tmp_path / "encode.json")]) == 0
     report = json.loads(capsys.readouterr().out)
+    assert read_record(tmp_path / "encode.json")["reports"] == [report]
     assert report["captions"] == 5000 and report["captions_per_s"] > 0
 
 

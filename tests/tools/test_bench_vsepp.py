@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 import sys
@@ -34,6 +35,57 @@ def test_vsepp_comparison_takes_one_clone(capsys):
     with pytest.raises(SystemExit):
         bench_vsepp.main(["--model", "gru"])
     assert "VSEPP_CLONE" in capsys.readouterr().err
+
+
+# A stand-in for VSE++'s model.py whose training step does nothing, with a
+# PyTorch just big enough for `vsepp_worker` to feed it batches.
+FAKE_VSEPP_MODEL = """
+class VSE:
+    def __init__(self, options):
+        self.options = options
+
+    def train_start(self):
+        pass
+
+    def criterion(self, image_embeddings, caption_embeddings):
+        return 0.0
+
+    def train_emb(self, images, captions, lengths):
+        pass
+"""
+FAKE_TORCH_WITH_TENSORS = """
+class Tensor:
+    def __init__(self, array):
+        self.array = array
+
+    def long(self):
+        return self
+
+
+class cuda:
+    @staticmethod
+    def is_available():
+        return False
+
+
+from_numpy = Tensor
+"""
+
+
+def test_vsepp_comparison_records_its_report(tmp_path, monkeypatch, capsys):
+    clone, fake = tmp_path / "vsepp", tmp_path / "fake"
+    clone.mkdir()
+    (clone / "model.py").write_text(FAKE_VSEPP_MODEL)
+    (fake / "torch").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text(FAKE_TORCH_WITH_TENSORS)
+    monkeypatch.syspath_prepend(str(fake))  # the spawned worker gets this sys.path
+    argv = [str(clone), *TINY, "--steps", "1", "--warmup", "0", "--rounds", "1"]
+    assert bench_vsepp.main([*argv, "--record", str(tmp_path / "vsepp.json")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["model"] == "gru" and len(report["rounds_pairs_per_s"]) == 1
+    record = json.loads((tmp_path / "vsepp.json").read_text())
+    assert record["reports"] == [report]
+    assert record["command"] == f"python -m tools.bench_vsepp {clone} {' '.join(TINY)} --steps 1 --warmup 0 --rounds 1"
 
 
 # --- the worker process is supervised (tools.bench.Worker) -------------------
