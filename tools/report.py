@@ -462,6 +462,13 @@ def _check_record_row(row, where):
 
 
 COMPARISON_KEYS = {"claim", "a", "b", "metric", "paper"}
+
+
+def _is_sample(item):
+    """A comparison's sample: a run's name or a recorded report."""
+    if isinstance(item, dict):
+        return set(item) <= {"record", "select"} and "record" in item
+    return isinstance(item, str) and bool(item)
 MIN_SEEDS = 3  # runs per side of a comparison
 
 
@@ -483,10 +490,13 @@ def _check_comparisons(table, where, papers, papers_source):
         if not isinstance(comparison.get("claim"), str) or not comparison["claim"]:
             raise InputError(f"{at}: the key 'claim' must be the claim's words (\"A > B\"), got {_json(comparison.get('claim'))}")
         for side in ("a", "b"):
-            names = comparison.get(side)
-            if not isinstance(names, list) or len(names) < MIN_SEEDS or not all(isinstance(n, str) and n for n in names):
-                raise InputError(f"{at}: the key {side!r} must be a list of at least {MIN_SEEDS} runs' names (one per "
-                                 f"seed), got {_json(names)}")
+            items = comparison.get(side)
+            if not isinstance(items, list) or len(items) < MIN_SEEDS or not all(map(_is_sample, items)):
+                raise InputError(f"{at}: the key {side!r} must be a list of at least {MIN_SEEDS} runs' names or "
+                                 f"{{ record = FILE, select = {{...}} }} reports (one per seed), got {_json(items)}")
+            for item in items:
+                if isinstance(item, dict):
+                    _check_record_row(item, at)
         if comparison.get("metric", "rsum") not in METRICS:
             raise InputError(f"{at}: the key 'metric' must be one of {', '.join(METRICS)}, got {_json(comparison['metric'])}")
         paper = comparison.get("paper")
@@ -520,8 +530,9 @@ def render(tables, papers, runs, root, source="tables.toml", origins=None, suite
             blocks[table["id"]] = suite_sentence(suites[table["id"]])
             continue
         if "compare" in table:
-            named.update(name for comparison in table["compare"] for name in (*comparison["a"], *comparison["b"]))
-            block = render_comparisons(table, papers, runs, root)
+            named.update(item for comparison in table["compare"] for item in (*comparison["a"], *comparison["b"])
+                         if isinstance(item, str))
+            block = render_comparisons(table, papers, runs, root, records)
         else:
             named.update(name for row in table["rows"] for name in _row_runs(row))
             block = render_table(table, papers, runs, root, source, origins, records)
@@ -838,42 +849,50 @@ def _command(record, root, name):
 
 # --- Comparisons ----------------------------------------------------------------------------------
 #
-# A comparison table ({ id, compare = [...] }) tests claims "A > B" over
-# seeds: each side's mean ± standard deviation of a test metric over its
-# runs (at least MIN_SEEDS), and the decision rule: A is ahead when its
-# mean exceeds B's by more than the larger of the two standard
-# deviations, B is ahead by the same rule the other way, else a tie.
+# A comparison table ({ id, compare = [...] }) tests claims "A is better
+# than B" over seeds: each side's mean ± standard deviation of a test metric
+# over its samples (at least MIN_SEEDS: runs, or recorded reports such as
+# `evaluate.py --json` of each seed's model), and the decision rule: A is
+# ahead when it is better than B's mean by more than the larger of the two
+# standard deviations, B is ahead by the same rule the other way, else a
+# tie. Better is higher, and lower for a rank (RANK_METRICS).
 
 VERDICTS = {1: "A ahead: reproduced", 0: "tie: not resolved", -1: "B ahead: reversed"}
+RANK_METRICS = {metric for metric, (_, spec) in METRICS.items() if spec == "rank" or metric.endswith("meanr")}
 
 
-def comparison(a_values, b_values):
+def comparison(a_values, b_values, lower_is_better=False):
     """(A's mean, A's s.d., B's mean, B's s.d., the rule's margin, the
     verdict: 1 when A is ahead, -1 when B is, 0 for a tie)."""
     a_mean, b_mean = statistics.mean(a_values), statistics.mean(b_values)
     a_sd, b_sd = statistics.stdev(a_values), statistics.stdev(b_values)
     margin = max(a_sd, b_sd)
-    difference = a_mean - b_mean
-    verdict = 1 if difference > margin else -1 if difference < -margin else 0
+    better = (b_mean - a_mean) if lower_is_better else (a_mean - b_mean)
+    verdict = 1 if better > margin else -1 if better < -margin else 0
     return a_mean, a_sd, b_mean, b_sd, margin, verdict
 
 
-def render_comparisons(table, papers, runs, root):
-    """A comparison table as markdown (the commands of its runs, folded
-    away by default, then one row per claim); None when none of its
-    comparisons has all its runs."""
-    present = [c for c in table["compare"] if {*c["a"], *c["b"]} <= runs.keys()]
-    if not present:
+def render_comparisons(table, papers, runs, root, records=None):
+    """A comparison table as markdown (the commands of its runs and
+    records, folded away by default, then one row per claim); None when
+    none of its comparisons has all its samples."""
+    records = records or {}
+
+    def present(item):
+        return item in runs if isinstance(item, str) else item["record"] in records
+
+    claims = [c for c in table["compare"] if all(map(present, (*c["a"], *c["b"])))]
+    if not claims:
         return None
-    headers = ["claim (A > B)", "metric", "A: mean ± s.d.", "B: mean ± s.d.", "A − B", "rule: |A − B| >",
-               "here", "paper: A − B"]
+    headers = ["claim (A better than B)", "metric", "A: mean ± s.d.", "B: mean ± s.d.", "A − B",
+               "rule: better by >", "here", "paper: A − B"]
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    for claim in present:
+    for claim in claims:
         metric = claim.get("metric", "rsum")
-        a_values, b_values = ([_number(metric, runs[name]) for name in claim[side]] for side in ("a", "b"))
+        a_values, b_values = ([_sample(item, metric, runs, records) for item in claim[side]] for side in ("a", "b"))
         if None in a_values or None in b_values:
-            raise InputError(f"table {table['id']!r}: claim {claim['claim']!r}: a run lacks the test metric {metric!r}")
-        a_mean, a_sd, b_mean, b_sd, margin, verdict = comparison(a_values, b_values)
+            raise InputError(f"table {table['id']!r}: claim {claim['claim']!r}: a sample lacks the test metric {metric!r}")
+        a_mean, a_sd, b_mean, b_sd, margin, verdict = comparison(a_values, b_values, metric in RANK_METRICS)
         paper = ""
         if "paper" in claim:
             a_paper, b_paper = (_with_sums(_paper_row(papers, key)).get(metric) for key in claim["paper"])
@@ -882,9 +901,19 @@ def render_comparisons(table, papers, runs, root):
                  f"{_format(metric, b_mean)} ± {_format(metric, b_sd)}", f"{a_mean - b_mean:+.1f}",
                  _format(metric, margin), VERDICTS[verdict], paper]
         lines.append("| " + " | ".join(cells) + " |")
-    names = dict.fromkeys(name for claim in present for name in (*claim["a"], *claim["b"]))
-    commands = [_command(runs[name], root, name) for name in names]
+    items = [item for claim in claims for item in (*claim["a"], *claim["b"])]
+    commands = [_command(runs[item], root, item) if isinstance(item, str) else records[item["record"]]["command"]
+                for item in items]
+    commands = list(dict.fromkeys(commands))
     return _commands_block(commands, table.get("commands", "details") == "details") + "\n\n" + "\n".join(lines)
+
+
+def _sample(item, metric, runs, records):
+    """A comparison sample's value of a test metric (None without it)."""
+    if isinstance(item, str):
+        return _number(metric, runs[item])
+    value = _with_sums(_select_report(records[item["record"]], item)).get(metric)
+    return value if _is_number(value) else None
 
 
 # --- Recorded reports -----------------------------------------------------------------------------
@@ -919,8 +948,9 @@ def read_records(tables, source):
     report: an InputError naming the file and the key at fault."""
     records = {}
     for table in tables:
-        for row in table.get("rows", []):
-            if "record" not in row:
+        samples = [item for claim in table.get("compare", []) for item in (*claim["a"], *claim["b"])]
+        for row in [*table.get("rows", []), *samples]:
+            if not isinstance(row, dict) or "record" not in row:
                 continue
             file = row["record"]
             if file not in records:

@@ -868,3 +868,26 @@ def test_value_columns_may_index_a_list_but_fit_columns_may_not():
     assert report.TemplateColumn.parse({"value": "{ci[0]:.1f}"}, "c").keys == ("ci",)
     with pytest.raises(report.InputError, match=r"the field \{ci\.real\} is not"):
         report.TemplateColumn.parse({"value": "{ci.real}"}, "c")
+
+
+def test_a_rank_is_better_when_lower():
+    # A's mean rank 10, B's 20, both s.d. 1: A is ahead although A − B is negative.
+    assert report.comparison([9.0, 10.0, 11.0], [19.0, 20.0, 21.0], lower_is_better=True)[-1] == 1
+    assert report.comparison([9.0, 10.0, 11.0], [19.0, 20.0, 21.0])[-1] == -1
+    assert {"i2t_medr", "t2i_meanr", "t2t_meanr"} <= report.RANK_METRICS and "rsum" not in report.RANK_METRICS
+
+
+def test_a_comparison_of_recorded_reports(tmp_path):
+    # Three seeds' models, each evaluated under two similarities (evaluate.py --json), compared as samples.
+    (tmp_path / "ev").mkdir()
+    for seed, (cosine, dot) in enumerate([(30.0, 6.0), (31.0, 7.0), (32.0, 8.0)]):
+        for name, r1 in (("cosine", cosine), ("dot", dot)):
+            command = f"python evaluate.py --model-dir runs/w{seed} --set model.similarity={name}"
+            (tmp_path / "ev" / f"{name}{seed}.json").write_text(json.dumps({"command": command, "reports": [{"i2t_r1": r1}]}))
+    claim = {"claim": "cosine > dot", "metric": "i2t_r1", "a": [{"record": f"ev/cosine{s}.json"} for s in range(3)],
+             "b": [{"record": f"ev/dot{s}.json"} for s in range(3)]}
+    (tmp_path / "tables.toml").write_text("")
+    tables = report.check_tables({"table": [{"id": "sim", "compare": [claim]}]}, {}, str(tmp_path / "tables.toml"))
+    block = report.render(tables, {}, {}, "runs", str(tmp_path / "tables.toml"))["sim"]
+    assert block.splitlines()[-1] == "| cosine > dot | i2t R@1 | 31.0 ± 1.0 | 7.0 ± 1.0 | +24.0 | 1.0 | A ahead: reproduced |  |"
+    assert "python evaluate.py --model-dir runs/w2 --set model.similarity=dot" in block
