@@ -8,6 +8,10 @@ Both paths run the same protocol (`engine.evaluation`): encode every image
 and every caption once, then score every pair once, block by block, and
 rank in both directions.
 
+`--json FILE` also writes the metrics as a record (`tools.records`: the
+command, date, cores, CPU and load, and the metrics as its one report)
+that `python -m tools.report` renders.
+
 Protocols:
   full     the whole split (Flickr8k/30k's 1K test; COCO's 5K test).
   5fold1k  COCO's 1K protocol: the split cut into folds of 1000 images,
@@ -15,13 +19,12 @@ Protocols:
 """
 
 import argparse
-import json
 import sys
 
 from common.errors import InputError, count, run_command
-from common.files import check_output_file, write_json_atomically
 from engine import evaluation, projector
 from engine.arguments import add_model_and_split_arguments, load_model_and_split
+from tools import records
 
 
 def parse_args(argv):
@@ -29,7 +32,8 @@ def parse_args(argv):
     add_model_and_split_arguments(parser)
     parser.add_argument("--protocol", default="full", choices=evaluation.PROTOCOLS)
     parser.add_argument("--batch-size", type=count, default=256)
-    parser.add_argument("--json", help="also write the metrics to this JSON file")
+    parser.add_argument("--json", help="also write the metrics to this JSON file, with the command, date and machine "
+                        "(a record `python -m tools.report` renders)")
     parser.add_argument("--projector", metavar="DIR",
                         help="also write the split's image and caption encodings for TensorBoard's projector "
                         "(tensorboard --logdir DIR); a new or empty directory, or one written by --projector")
@@ -44,14 +48,15 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    return run_command(_run, parse_args(argv))
+    args = parse_args(argv)
+    args.command = records.command_line("evaluate.py", argv, option="--json")
+    return run_command(_run, args)
 
 
 def _run(args):
     if args.images and not args.projector:
         raise InputError("--images is for the --projector sprite; add --projector DIR")
-    if args.json:
-        check_output_file(args.json, "--json")
+    recording = records.Recording(args.json, args.command, option="--json")
     if args.projector:
         projector.check_directory(args.projector)
     scorer, split = load_model_and_split(args, args.set)
@@ -67,8 +72,7 @@ def _run(args):
     result = evaluation.evaluate(scorer, split, args.protocol, args.batch_size, encodings)
     print(f"{args.split or scorer.test_split} split, protocol {args.protocol}:")
     print(evaluation.format_table(result))
-    if args.json:
-        write_json_atomically(args.json, json.dumps(result, indent=2, sort_keys=True) + "\n")
+    recording.write([result])
     if projector_dir:
         projector.write_projector(projector_dir, *encodings, split, image_files)
         print(f"projector: tensorboard --logdir {projector_dir}", file=sys.stderr)

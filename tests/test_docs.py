@@ -35,7 +35,7 @@ OTHER_PROGRAMS = {"pip", "python3", "source", "tensorboard", "git", "bash", "for
 OTHER_PYTHON = {"-c"}  # `python -c "..."`: a snippet, no argument parser
 OTHER_MODULES = {"pytest", "venv", "pip"}
 # Options whose value is a file or folder a command writes (or a run directory).
-OUTPUT_OPTIONS = {"--out", "--model-dir", "--json", "--projector", "--save-snapshot", "--plot"}
+OUTPUT_OPTIONS = {"--out", "--model-dir", "--json", "--record", "--projector", "--save-snapshot", "--plot"}
 REPOSITORY_FOLDERS = ("data/", "results/", "docs/", "tests/")
 TOP_LEVEL_FILE = re.compile(r"[\w.-]+\.(md|py|toml|ini|cfg)")  # not the user's data files (.txt, .json, ...)
 

@@ -2,6 +2,7 @@
 tests/engine/test_evaluation.py)."""
 
 import json
+import shlex
 import shutil
 
 import numpy as np
@@ -32,7 +33,9 @@ def test_evaluate_reproduces_training_numbers_from_checkpoint_and_export(run, re
     for source in (["--model-dir", str(trained)], ["--saved-model", str(trained / "saved_model")]):
         out = tmp_path / "metrics.json"
         assert evaluate.main([*source, "--data", data, "--json", str(out)]) == 0
-        got = json.loads(out.read_text())
+        record = json.loads(out.read_text())
+        assert record["command"] == shlex.join(["python", "evaluate.py", *source, "--data", data])  # without --json
+        got = record["reports"][0]
         for name, value in expected.items():
             assert got[name] == pytest.approx(value, abs=1e-6), (source, name)
 

@@ -37,10 +37,12 @@ def add_record_option(parser):
                         help="also write the report(s) as JSON to FILE, with the command, date, machine and versions")
 
 
-def command_line(module, argv=None):
-    """`python -m MODULE ARGV...` as a shell takes it, without the --record
-    option and its value (argv: the command's arguments, by default this
-    process's)."""
+def command_line(program, argv=None, option=RECORD_OPTION):
+    """`python -m PROGRAM ARGV...` (`python PROGRAM ARGV...` for a script,
+    "evaluate.py") as a shell takes it, without the option that names the
+    record file (`option`: --record, or --json for evaluate.py and
+    tools.word_order) and its value (argv: the command's arguments, by
+    default this process's)."""
     argv = sys.argv[1:] if argv is None else argv
     kept, words = [], iter(argv)
     for word in words:
@@ -49,12 +51,13 @@ def command_line(module, argv=None):
             break
         name, equals, _ = word.partition("=")
         # argparse takes any unambiguous prefix of an option ("--rec FILE").
-        if len(name) > 2 and RECORD_OPTION.startswith(name):
+        if len(name) > 2 and option.startswith(name):
             if not equals:
                 next(words, None)
             continue
         kept.append(word)
-    return shlex.join(["python", "-m", module, *kept])
+    runner = ["python", program] if program.endswith(".py") else ["python", "-m", program]
+    return shlex.join([*runner, *kept])
 
 
 def utc_now():
@@ -105,16 +108,16 @@ def versions():
 
 class Recording:
     """The record of one benchmark command: created at its start, which
-    checks `path` (an `InputError` naming --record unless a file can be
-    written there) and takes the date and the load average; `write(reports)`
+    checks `path` (an `InputError` naming `option`, --record or --json,
+    unless a file can be written there) and takes the date and the load average; `write(reports)`
     at its end writes the record (see the module's docstring).
 
     With `path` None (no --record) it checks and writes nothing.
     """
 
-    def __init__(self, path, command):
+    def __init__(self, path, command, option=RECORD_OPTION):
         if path is not None:
-            check_output_file(path, RECORD_OPTION)
+            check_output_file(path, option)
         self.path = path
         self.command = command
         self.date = utc_now()

@@ -1,7 +1,7 @@
 """Does a model's score depend on word order? Ma et al. 2015, Table 5.
 
-    python word_order.py --model-dir runs/mcnn-wd-quick --model-dir runs/mcnn-st-quick
-    python word_order.py --saved-model runs/mcnn-ens-quick/saved_model --json word_order.json
+    python -m tools.word_order --model-dir runs/mcnn-wd-quick --model-dir runs/mcnn-st-quick
+    python -m tools.word_order --saved-model runs/mcnn-ens-quick/saved_model --json word_order.json
 
 Two reports, one column per model:
 
@@ -19,19 +19,22 @@ Two reports, one column per model:
    differ), and the fraction of shuffles scored lower.
 
 A bag-of-words model scores every permutation the same (Delta = 0).
+
+`--json FILE` also writes the results as a record (`tools.records`: the
+command, date, cores, CPU and load, and one report per model, its "model"
+the directory or SavedModel given) that `python -m tools.report` renders.
 """
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from common.errors import InputError, count, count_or_zero, run_command
-from common.files import check_output_file, write_json_atomically
 from data import readers, splits
 from data.embedded import EMBEDDED_DATA
+from tools import records
 
 TABLE5_IMAGE = "1258913059_07c613f7ff.jpg"
 IMAGE_GROUP = 20
@@ -139,7 +142,8 @@ def parse_args(argv):
     parser.add_argument("--shuffles", type=count, default=3, help="random word orders per caption")
     parser.add_argument("--bootstrap", type=count, default=2000, help="bootstrap resamples (of the images) for the CI")
     parser.add_argument("--seed", type=count_or_zero, default=0)
-    parser.add_argument("--json", help="also write the results to this JSON file")
+    parser.add_argument("--json", help="also write the results to this JSON file, with the command, date and "
+                        "machine (a record `python -m tools.report` renders)")
     args = parser.parse_args(argv)
     if not args.model_dir and not args.saved_model:
         parser.error("give at least one --model-dir or --saved-model")
@@ -147,14 +151,15 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    return run_command(_run, parse_args(argv))
+    args = parse_args(argv)
+    args.command = records.command_line("tools.word_order", argv, option="--json")
+    return run_command(_run, args)
 
 
 def _run(args):
     from engine import scoring  # Imported here: it loads TensorFlow.
 
-    if args.json:
-        check_output_file(args.json, "--json")
+    recording = records.Recording(args.json, args.command, option="--json")
     scorers = {directory: scoring.CheckpointScorer.from_model_dir(directory) for directory in args.model_dir}
     scorers.update({path: scoring.SavedModelScorer(path) for path in args.saved_model})
     # Every model's split is read and checked (Table 5's image in it)
@@ -190,8 +195,7 @@ def _run(args):
                        ("fraction lower", "fraction_lower")):
         row(title, [f"{r[key]:.3f}" for r in results.values()])
     row("95% CI of drop", [f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]" for r in results.values()])
-    if args.json:
-        write_json_atomically(args.json, json.dumps(results, indent=2) + "\n")
+    recording.write([{"model": name, **result} for name, result in results.items()])
     return 0
 
 

@@ -109,7 +109,9 @@ def test_command_prints_table5_and_writes_json(trained_mcnn_st, short_test_data,
     argv = ["--model-dir", str(trained_mcnn_st), "--saved-model", str(trained_mcnn_st / "saved_model"),
             "--data", str(short_test_data), "--shuffles", "1", "--bootstrap", "100", "--json", str(out)]
     assert word_order.main(argv) == 0
-    results = json.loads(out.read_text())
+    record = json.loads(out.read_text())
+    assert record["command"].startswith("python -m tools.word_order --model-dir ") and "--json" not in record["command"]
+    results = {report.pop("model"): report for report in record["reports"]}
     checkpoint, saved = results[str(trained_mcnn_st)], results[str(trained_mcnn_st / "saved_model")]
     assert (checkpoint["captions"], checkpoint["images"], len(checkpoint["table5"])) == (500, 100, 4)
     np.testing.assert_allclose(checkpoint["table5"], saved["table5"], atol=1e-5)
@@ -146,7 +148,9 @@ def test_collection_data_gives_the_precomp_table5_scores(trained, short_test_dat
     assert word_order.main(argv) == 0
     scorer = scoring.CheckpointScorer.from_model_dir(trained)
     expected = word_order.table5_row(scorer, splits.load_split(short_test_data, "test"))
-    np.testing.assert_allclose(json.loads(out.read_text())[str(trained)]["table5"], expected, atol=1e-5)
+    (report,) = json.loads(out.read_text())["reports"]
+    assert report["model"] == str(trained)
+    np.testing.assert_allclose(report["table5"], expected, atol=1e-5)
 
 
 def test_a_split_without_table5s_image_fails_before_any_scoring(trained, sample_data, tmp_path, capsys, monkeypatch):
