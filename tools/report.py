@@ -930,12 +930,14 @@ def _sample(item, metric, runs, records):
 # the report's keys); the table lists the record's command and, under it,
 # its date, cores and load.
 
+_DATE = ("an ISO date and time (YYYY-MM-DDTHH:MM:SS...)",
+         lambda value: isinstance(value, str) and re.fullmatch(r"\d{4}-\d\d-\d\d(T.*)?", value) is not None)
 _REPORTS = ("a list of the reports (JSON objects) the command printed",
             lambda value: isinstance(value, list) and value and all(isinstance(report, dict) for report in value))
 RECORD_FIELDS = {
     "command": (_STRING, REQUIRED),
     "reports": (_REPORTS, REQUIRED),
-    "date": (_STRING, None),
+    "date": (_DATE, None),
     "cores": (_NUMBER, None),
     "cpu": (_STRING, None),
     "load_average": (_LOAD, None),
@@ -1004,8 +1006,7 @@ _COUNTS = ("an object of pytest's outcome counts (whole numbers ≥ 0)",
                                                           and count >= 0 for count in value.values()))
 TEST_SUITE_FIELDS = {
     "command": (_STRING, REQUIRED),
-    "date": (("an ISO date and time (YYYY-MM-DDTHH:MM:SS...)", lambda value: isinstance(value, str)
-              and re.fullmatch(r"\d{4}-\d\d-\d\d(T.*)?", value) is not None), REQUIRED),
+    "date": (_DATE, REQUIRED),
     "exit_status": (("a whole number", lambda value: isinstance(value, int) and not isinstance(value, bool)), REQUIRED),
     "counts": (_COUNTS, REQUIRED),
     "wall_seconds": (_NUMBER, REQUIRED),
