@@ -32,6 +32,13 @@ dev rsum and the times (in minutes), and show the cores when all their
 runs had the same; a run without a value (an old run's CPU time, cores or
 load) leaves its cell, and its mean rows' cell, empty.
 
+A row `{ record = FILE, select = {...}, labels = [...] }` is a report that
+a command recorded as JSON under results/ (`tools.bench ... --record`,
+`evaluate.py ... --json`, `tools.word_order ... --json`; see "Recorded
+reports" below), and a column `{ value = "TEMPLATE" }` fills a template in
+from it. A table `{ id, compare = [...] }` tests claims "A is better than
+B" over seeds with a stated decision rule (see "Comparisons" below).
+
 A table `{ id, test_suite = FILE }` is no table but one sentence: how the
 test suite's run recorded in FILE (JSON, relative to tables.toml, written
 by `python -m tools.time_tests`) ended, its counts, wall and CPU time,
