@@ -115,3 +115,18 @@ def test_cancelling_denominators_give_finite_outputs_and_gradients():
     norm = float(np.sum(v * v))
     expected_mask_0 = (norm * candidate_masks[0, 0] - norm * candidate_masks[0, 1]) / 1e-4
     np.testing.assert_allclose(masks[0, 0], expected_mask_0, rtol=1e-3)
+
+
+def test_a_near_zero_negative_denominator_becomes_minus_epsilon():
+    """|d| < epsilon (1e-4 by default) is replaced by epsilon with the sign
+    of d. v_2 = -(1 + 5e-5) v_1 gives the eq. 9 denominators
+    d_1 = <v_1|v_1 + v_2> = -5e-5 and d_2 = <v_2|v_1 + v_2> = +5.00025e-5,
+    used as -1e-4 and +1e-4."""
+    embeddings = np.array([[[1.0, 0.0], [-(1 + 5e-5), 0.0]]], np.float32)
+    candidate_masks = np.array([[[0.2, 0.6], [0.4, 0.6]]], np.float32)
+    _, masks = CapsuleRouting()(embeddings, candidate_masks)
+    v = embeddings[0].astype(np.float64)
+    alpha = (v @ v.T) / np.array([[-1e-4], [1e-4]])
+    # m_1 = (0.2 - 0.4 (1 + 5e-5), 0.6 - 0.6 (1 + 5e-5)) / -1e-4 = (2000.2, 0.3).
+    np.testing.assert_allclose(masks[0], alpha @ candidate_masks[0], rtol=1e-4, atol=1e-2)
+    np.testing.assert_allclose(masks[0, 0], [2000.2, 0.3], rtol=1e-4, atol=1e-2)

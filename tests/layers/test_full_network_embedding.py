@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+from sklearn.preprocessing import StandardScaler
 
 from data import readers
 from layers.full_network_embedding import FullNetworkEmbedding
@@ -47,6 +48,22 @@ def test_statistics_come_from_the_training_images_only_real_stages():
     other = FullNetworkEmbedding()
     other.adapt(test)
     assert np.mean(other(test).numpy() != got) > 0.01
+
+
+def test_standardisation_is_scikit_learns_standard_scaler():
+    """Per-feature mean and population standard deviation of the training
+    images (few of them, so a sample deviation would differ by 15%); a
+    feature of tiny spread is still standardised, a constant one divided
+    by 1: as scikit-learn's StandardScaler."""
+    train = RNG.normal(loc=2, scale=3, size=(4, 60))
+    train[:, 0] = 5.0  # constant
+    train[:, 1] = RNG.normal(scale=1e-4, size=4)  # tiny but non-zero spread
+    test = RNG.normal(loc=2, scale=3, size=(30, 60))
+    test[:, 1] = RNG.normal(scale=1e-4, size=30)
+    layer = FullNetworkEmbedding()
+    layer.adapt(train)
+    z = StandardScaler().fit(train).transform(test)
+    np.testing.assert_array_equal(layer(test.astype(np.float32)), numpy_fne(z, 0, 1))
 
 
 def test_constant_features_map_to_zero():

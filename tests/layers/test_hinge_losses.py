@@ -72,3 +72,13 @@ def test_scale_against_the_batch_mean_of_hardest_negatives(cls, reduction, expec
     loss = cls(reduction=reduction)(sims)
     assert float(cls(reduction=reduction).scale(batch)) == expected
     np.testing.assert_allclose(loss, expected * reference, rtol=1e-6)
+
+
+def test_default_margin_is_vsepps_0_2():
+    # Every negative violates by margin - 0.4 + 0.5: 0.3 at the margin 0.2.
+    sims = np.full((3, 3), 0.5, np.float32)
+    np.fill_diagonal(sims, 0.4)
+    # Per pair: the hardest negative of each direction, 2 x 0.3.
+    np.testing.assert_allclose(MaxOfHinges(reduction="mean")(sims), 2 * 0.3, rtol=1e-6)
+    # 3 pairs x 2 directions x 2 negatives x 0.3.
+    np.testing.assert_allclose(SumOfHinges()(sims), 12 * 0.3, rtol=1e-6)

@@ -5,6 +5,7 @@ import tensorflow as tf
 from engine.export import export_saved_model
 from layers.full_network_embedding import FullNetworkEmbedding
 from models import registry
+from tests.layers.test_hinge_losses import reference_loss
 from tests.layers.test_order_violation_similarity import numpy_order_similarity
 from tests.models.test_registered_models import VOCABULARY
 
@@ -34,6 +35,8 @@ def test_table_1_flickr8k_columns():
     assert row("sh", "bl-coco") == ("sum", "cosine", 2048, 2000, 2.5e-4, 0.2, False, 200)
     assert row("moe", "bl") == ("max", "order", 1024, 300, 2e-4, 0.2, False, 200)
     assert row("mh", "coco")[2:4] == (2048, 1024)
+    # Sec. 4.3.1: 200 epochs, MH 400 on Flickr8k and Flickr30k only.
+    assert [row("mh", preset)[-1] for preset in ("f30k", "coco", "bl", "bl-coco")] == [400, 200, 400, 200]
     # The quick preset: small sizes, each variant's loss, similarity and learning rate; MH, which takes off
     # late from scratch, trains 40 epochs, the others 10.
     assert row("mh", "quick") == ("max", "cosine", 512, 300, 2e-4, 0.2, False, 40)
@@ -91,3 +94,26 @@ def test_curriculum_variants_have_two_phases():
     for name in VARIANTS:
         model = tiny(name)
         assert model.num_phases == (2 if name in ("ph", "poe") else 1)
+
+
+@pytest.mark.parametrize("name", ["ph", "poe"])
+def test_curriculum_sums_the_hinges_then_keeps_the_hardest_negative(name):
+    """Sec. 3.5: phase 0 trains on eq. 1 (the sum of hinges), phase 1 on
+    eq. 4 (the max), each with the variant's similarity and margin; the
+    phase changes after 10 validations without improvement (docs/fne.md;
+    3 in the quick preset)."""
+    model = tiny(name)
+    images = np.abs(RNG.normal(size=(5, 16)))
+    texts = np.abs(RNG.normal(size=(5, 16)))
+    images, texts = (x / np.linalg.norm(x, axis=1, keepdims=True) for x in (images, texts))
+    if name == "poe":
+        sims, margin = numpy_order_similarity(images, texts), 0.05
+    else:
+        sims, margin = images @ texts.T, 0.2
+    image_index = tf.range(5)
+    for phase, hardest in ((0, False), (1, True)):
+        model.start_phase(phase)
+        loss = model.pair_loss(tf.constant(images, tf.float32), tf.constant(texts, tf.float32), image_index)
+        np.testing.assert_allclose(loss, reference_loss(sims, margin, hardest), rtol=1e-5)
+    assert registry.get(name).experiment("paper").train.phase_patience == 10
+    assert registry.get(name).experiment("quick").train.phase_patience == 3

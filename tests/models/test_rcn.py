@@ -42,7 +42,13 @@ def test_impossible_capsule_settings_are_input_errors(overrides):
 
 
 def test_encoder_layer_contract():
-    run_layer_test(RecurrentCapsuleEncoder, {"units": 6, "num_capsules": 3, "recursions": 2, "regularization": 0.05},
+    # The non-negative routing: its eq. 9 denominators are at least
+    # ||v_i||^2, so bf16 rounding stays within the mixed-precision tolerance.
+    # The literal routing's can nearly cancel on random weights (about one
+    # draw in three here), amplifying rounding without bound; its values
+    # are checked in float32 against the transcription below.
+    run_layer_test(RecurrentCapsuleEncoder, {"units": 6, "num_capsules": 3, "recursions": 2, "regularization": 0.05,
+                                             "routing": "nonnegative"},
                    (words(), tf.constant(MASK)), expected_output_shape=(3, 6))
 
 
