@@ -469,6 +469,7 @@ def _check_record_row(row, where):
 
 
 COMPARISON_KEYS = {"claim", "a", "b", "metric", "paper"}
+MIN_SEEDS = 3  # samples (seeds) per side of a comparison
 
 
 def _is_sample(item):
@@ -476,7 +477,6 @@ def _is_sample(item):
     if isinstance(item, dict):
         return set(item) <= {"record", "select"} and "record" in item
     return isinstance(item, str) and bool(item)
-MIN_SEEDS = 3  # runs per side of a comparison
 
 
 def _check_comparisons(table, where, papers, papers_source):
