@@ -14,6 +14,7 @@ every trainable variable, and no NaN; and, in the spirit of its
 offers (`engine.runtime.DTYPE_POLICIES`).
 """
 
+import json
 import os
 from pathlib import Path
 
@@ -30,6 +31,13 @@ EMBEDDED_TEXT = REPO / "data" / "flickr8k_text"
 EMBEDDED_IMAGES = REPO / "data" / "flickr8k_images_sample"  # the first 8 test images
 EMBEDDED_GLOVE = REPO / "data" / "glove_6b_50d" / "glove.6B.50d.flickr8k.txt"
 SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def evaluated_metrics(path):
+    """The metrics `python evaluate.py ... --json PATH` wrote: the one
+    report of its record (tools/records.py)."""
+    (metrics,) = json.loads(Path(path).read_text())["reports"]
+    return metrics
 
 
 def randomize_weights(model, seed=0, scale=0.5):

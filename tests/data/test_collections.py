@@ -18,7 +18,7 @@ import evaluate
 import train
 from common.errors import InputError
 from data import collections, readers, splits
-from tests.helpers import EMBEDDED_DATA
+from tests.helpers import EMBEDDED_DATA, evaluated_metrics
 
 TINY = [
     "--model", "w2vv-bow", "--preset", "quick",
@@ -226,7 +226,7 @@ def test_evaluating_the_export_on_the_frame_collection(twin_runs, frames_root, r
     out = tmp_path / "metrics.json"
     argv = ["--saved-model", str(model_dir / "saved_model"), "--data", str(frames_root), "--json", str(out)]
     assert evaluate.main(argv) == 0
-    got = json.loads(out.read_text())
+    got = evaluated_metrics(out)
     for name, value in results["test"].items():
         assert got[name] == pytest.approx(value, abs=1e-6), name
 
@@ -363,7 +363,7 @@ def test_collections_with_their_own_names_train_and_evaluate(tmp_path):
     )
     out = tmp_path / "metrics.json"
     assert evaluate.main(["--model-dir", str(model_dir), "--json", str(out)]) == 0
-    assert json.loads(out.read_text())["rsum"] == pytest.approx(results["test"]["rsum"], abs=1e-6)
+    assert evaluated_metrics(out)["rsum"] == pytest.approx(results["test"]["rsum"], abs=1e-6)
 
 
 # --- checked inputs and a staged, all-or-nothing output ---------------------

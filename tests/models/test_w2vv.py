@@ -22,7 +22,7 @@ from engine import scoring
 from engine.train_step import make_optimizer
 from models import registry
 from models.w2vv import num_training_words
-from tests.helpers import EMBEDDED_DATA, random_token_ids, randomize_weights
+from tests.helpers import EMBEDDED_DATA, evaluated_metrics, random_token_ids, randomize_weights
 from tests.models.test_vse import assert_packed_equals_padded, paper_batches
 
 
@@ -303,7 +303,7 @@ def test_retrieval_similarity_is_an_evaluation_time_option(trained_w2vv, tmp_pat
         out = tmp_path / f"{similarity}.json"
         argv = ["--model-dir", str(trained_w2vv), "--set", f"model.similarity={similarity}", "--json", str(out)]
         assert evaluate.main(argv) == 0
-        results[similarity] = json.loads(out.read_text())
+        results[similarity] = evaluated_metrics(out)
         expected = numpy_similarity(similarity, images, texts)
         scale = np.abs(expected).max()
         for ranked in (np.concatenate(i2t_blocks), np.concatenate(t2i_blocks, axis=1)):
