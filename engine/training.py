@@ -37,7 +37,6 @@ usable by `--resume`.
 import dataclasses
 import json
 import logging
-import os
 import resource
 import time
 from pathlib import Path
@@ -46,7 +45,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from common import diagnostics, progress
+from common import diagnostics, machine, progress
 from common.errors import InputError, error_reason
 from common.files import write_json_atomically
 from data import pipeline, splits, word_vectors
@@ -91,7 +90,7 @@ class Trainer:
 
     def run(self):
         """Runs the experiment; returns {"dev": metrics, "test": metrics}."""
-        start, start_load = time.monotonic(), os.getloadavg()[0]
+        start, start_load = time.monotonic(), machine.load_average()
         self._check_model_dir()
         train_split, dev_split, test_split = self._load_data()
         cfg = self.config
@@ -171,8 +170,8 @@ class Trainer:
             **({"command": self.command} if self.command else {}),
             "wall_seconds": round(time.monotonic() - start, 1),
             "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
-            "cores": len(os.sched_getaffinity(0)),
-            "load_average": [round(start_load, 2), round(os.getloadavg()[0], 2)],
+            "cores": machine.cores(),
+            "load_average": [start_load, machine.load_average()],
             # ru_maxrss is in KiB on Linux.
             "peak_memory_bytes": usage.ru_maxrss * 1024,
         }
@@ -193,7 +192,7 @@ class Trainer:
             work = (f"{phases}{cfg.train.epochs} epochs × {steps_per_epoch:,} steps of {cfg.train.batch_size} pairs "
                     f"({total:,} steps at most)")
         gpus = len(tf.config.list_physical_devices("GPU"))
-        device = f"{gpus} GPU{'s' if gpus > 1 else ''}" if gpus else f"CPU ({len(os.sched_getaffinity(0))} cores)"
+        device = f"{gpus} GPU{'s' if gpus > 1 else ''}" if gpus else f"CPU ({machine.cores()} cores)"
         precision = "float32" if cfg.runtime.mixed_precision == "none" else cfg.runtime.mixed_precision
         return (f"{cfg.model_name}, preset {cfg.preset}: {work}, on {cfg.data.path}; "
                 f"{device}, {precision}, strategy {cfg.runtime.strategy}; into {self.model_dir}")

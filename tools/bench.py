@@ -61,7 +61,6 @@ process's reason, rather than leaving it waiting for an answer.
 
 import argparse
 import json
-import os
 import sys
 import time
 
@@ -225,7 +224,7 @@ def measure(model_name, args):
     split = splits.load_split(config.data.path, args.eval_split, config.data.image_features)
     scorer = scoring.CheckpointScorer(model, image_dim)
     scorer.encode_texts(split.captions[:8])  # trace once, outside the timing
-    load_before = round(os.getloadavg()[0], 2)
+    load_before = records.load_average()
     start = time.perf_counter()
     evaluation.evaluate_encodings(
         scorer.similarity, scorer.encode_images(split.images), scorer.encode_texts(split.captions), split.caption_image,

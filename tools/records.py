@@ -14,18 +14,21 @@ before any work) holding its printed report(s) in an envelope:
 `--record=FILE`); `date` (UTC) is its start; `cores` the cores this process
 may use; `cpu` the CPU's model name (null when unknown); `load_average` the
 1-minute load average at the start and at the end; `reports` always a list.
-`tools.time_tests` records the test suite's run with the same helpers.
+`evaluate.py --json FILE` and `tools.word_order --json FILE` write the same
+envelope (their record option is --json), and `tools.time_tests` records the
+test suite's run with the same helpers. The cores and the load are
+`common.machine`'s, which train.py's results.json records too.
 """
 
 import datetime
 import importlib.metadata
 import json
-import os
 import platform
 import shlex
 import sys
 
 from common.files import check_output_file, write_json_atomically
+from common.machine import cores, load_average
 from tools.hardware import CPUINFO
 
 RECORD_OPTION = "--record"
@@ -65,15 +68,6 @@ def utc_now():
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def cores():
-    """The cores this process may use (all of the machine's where the
-    system cannot say)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on macOS or Windows
-        return os.cpu_count()
-
-
 def cpu_model(path=CPUINFO):
     """The CPU's model name: the first `model name` of a /proc/cpuinfo
     file, else `platform.processor()`, else None."""
@@ -86,11 +80,6 @@ def cpu_model(path=CPUINFO):
     except OSError:
         pass
     return platform.processor() or None
-
-
-def load_average():
-    """The 1-minute load average, to 2 decimals."""
-    return round(os.getloadavg()[0], 2)
 
 
 def versions():
