@@ -90,7 +90,8 @@ def _export_only(model_dir):
     from models.restore import restore_model
 
     config, model = restore_model(model_dir)
-    path = export_saved_model(model, config.image_dim, f"{model_dir}/{training.SAVED_MODEL_DIR}")
+    path = export_saved_model(model, config.image_dim, f"{model_dir}/{training.SAVED_MODEL_DIR}",
+                              config.data.image_features)
     print(f"SavedModel: {path}")
     return 0
 

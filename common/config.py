@@ -262,6 +262,12 @@ def experiment_from_json(text, defaults, path):
     except (json.JSONDecodeError, KeyError, TypeError) as error:
         raise InputError(f"{path}: unreadable model config ({error})") from None
     sections = {name: raw.get(name, {}) for name in SECTIONS}
+    # Settings a model config no longer has, left in older files at the
+    # value that meant "unused" (`RETIRED` of the config class).
+    retired = getattr(type(config.model), "RETIRED", {})
+    if isinstance(sections["model"], dict) and retired:
+        sections["model"] = {key: value for key, value in sections["model"].items()
+                             if not (key in retired and value == retired[key])}
     if "runtime" not in raw and isinstance(sections["train"], dict):
         # Runs written before the runtime section kept these in `train`.
         sections["train"] = dict(sections["train"])

@@ -12,6 +12,10 @@ Every model exports the same four functions (also available as signatures):
    same on encodings already computed, for scoring large collections block
    by block.
 
+The variable `image_features` names the features `F` is (a
+`DataConfig.image_features`: "ims", one CNN layer; "stages", every layer's;
+"ims+stages", both side by side, for an ensemble of members reading each).
+
 Texts are raw strings: the vocabulary and the tokenizer are in the graph.
 An empty caption, or one longer than the model accepts, fails the call with
 an InvalidArgumentError that says so.
@@ -32,9 +36,11 @@ SIGNATURES = ("encode_text", "encode_image", "score", "similarity")
 class ServingModule(tf.Module):
     """The functions a SavedModel of the zoo offers, around a trained model."""
 
-    def __init__(self, model, image_dim):
+    def __init__(self, model, image_dim, image_features="ims"):
         super().__init__()
         self.model = model
+        # The kind of image features the model reads (`DataConfig.image_features`).
+        self.image_features = tf.Variable(image_features, trainable=False, name="image_features")
         image_spec = tf.TensorSpec([None, image_dim], tf.float32, name="image_features")
         text_spec = tf.TensorSpec([None], tf.string, name="text")
         # Every variable of the model, tracked by the module itself: Keras'
@@ -45,7 +51,7 @@ class ServingModule(tf.Module):
         # (`RetrievalModel.joint_space`).
         self.joint_space = tf.Variable(model.joint_space, trainable=False, name="joint_space")
         image_encoding = model.encode_image(tf.zeros([1, image_dim]))
-        text_encoding = model.encode_text(tf.ones([1, 1], tf.int32))
+        text_encoding = model.encode_text(model.vectorizer(tf.constant(["a"])))
         self.encode_text = tf.function(self._encode_text, input_signature=[text_spec])
         self.encode_image = tf.function(self._encode_image, input_signature=[image_spec])
         self.score = tf.function(self._score, input_signature=[image_spec, text_spec])
@@ -80,11 +86,13 @@ class _RenameNotice(logging.Filter):
         return "with unsupported characters which will be renamed" not in record.getMessage()
 
 
-def export_saved_model(model, image_dim, path):
+def export_saved_model(model, image_dim, path, image_features="ims"):
     """Writes a SavedModel to `path`, replacing any previous one only once
-    the new one is complete (an interrupted export leaves the old intact)."""
+    the new one is complete (an interrupted export leaves the old intact).
+    `image_features` names the features it reads (`DataConfig.image_features`),
+    kept as the variable `image_features`."""
     path = Path(path)
-    module = ServingModule(model, image_dim)
+    module = ServingModule(model, image_dim, image_features)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     notice = _RenameNotice()
     logging.getLogger("absl").addFilter(notice)

@@ -56,7 +56,9 @@ class SavedModelScorer:
         self.image_dim = self.loaded.encode_image.input_signature[0].shape[1]
         self.joint_space = bool(self.loaded.joint_space.numpy())
         self.data_path = None
-        self.image_features = "ims"
+        # Exports written before the variable existed read one CNN layer's features.
+        recorded = getattr(self.loaded, "image_features", None)
+        self.image_features = recorded.numpy().decode() if recorded is not None else "ims"
         self.test_split = "test"
 
     def encode_images(self, features, batch_size=256):

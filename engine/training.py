@@ -92,6 +92,8 @@ class Trainer:
         """Runs the experiment; returns {"dev": metrics, "test": metrics}."""
         start, start_load = time.monotonic(), machine.load_average()
         self._check_model_dir()
+        if not self.resume and self.spec.prepare:
+            self.config = self.spec.prepare(self.config)
         train_split, dev_split, test_split = self._load_data()
         cfg = self.config
         if self.resume:
@@ -138,11 +140,11 @@ class Trainer:
             if self.is_chief:
                 write_json_atomically(self.model_dir / "config.json", cfg.to_json() + "\n")
 
-        train_data = pipeline.tokenize_split(train_split, model.vectorizer)
         writers = _summary_writers(self.model_dir / "logs", self.is_chief)
         loop = _Loop(cfg, self.strategy, model, optimizer, state, last, best, dev_split, writers)
         steps_per_epoch = None
         if not model.fits_without_gradients:
+            train_data = pipeline.tokenize_split(train_split, model.vectorizer)
             steps_per_epoch = len(pipeline.epoch_order(train_data, cfg.train.sampling, cfg.train.batch_size,
                                                        cfg.train.seed, 0, cfg.train.bucket_by_length))
             loop.clock = _Clock(model.num_phases * cfg.train.epochs * steps_per_epoch, self._quick_preset_advice())
@@ -177,7 +179,7 @@ class Trainer:
         }
         if self.is_chief:
             write_json_atomically(self.model_dir / "results.json", json.dumps(results, indent=2) + "\n")
-            export_saved_model(model, cfg.image_dim, self.model_dir / SAVED_MODEL_DIR)
+            export_saved_model(model, cfg.image_dim, self.model_dir / SAVED_MODEL_DIR, cfg.data.image_features)
         return results
 
     def _plan(self, model, train_split, steps_per_epoch):

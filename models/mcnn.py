@@ -16,7 +16,8 @@ Registered rows of Table 2 (`variant`: where the image enters, Table 1):
   phrases), `mcnn-phl`: the third (long phrases), `mcnn-st`: the MLP
   (sentence; three unimodal convolutions);
 - `mcnn-ens`: the sum of the four trained models' scores
-  (`--set model.members=DIR_wd,DIR_phs,DIR_phl,DIR_st`).
+  (`--set model.members=DIR_wd,DIR_phs,DIR_phl,DIR_st`): the zoo's
+  ensemble (`models.ensemble`) with raw scores and unit weights.
 
 Full ranking is a network evaluation per (image, sentence) pair. The
 multimodal layer is linear in its concatenated input, so it is split
@@ -59,13 +60,13 @@ Readings taken where the paper is silent:
   0.1 (not given; see `PAPER_TRAINING`), at most 50 epochs with early
   stopping after 5 validations without a better dev rsum ("early-stopping"),
   no gradient clipping (none in the paper).
-- The ensemble sums the members' raw scores ("summing the matching scores").
+- The ensemble sums the members' raw scores ("summing the matching scores"),
+  unweighted.
 """
 
 import dataclasses
-import json
 import math
-from pathlib import Path
+import typing
 
 import keras
 import tensorflow as tf
@@ -74,21 +75,19 @@ from keras import ops
 
 from common.config import TrainConfig, setting
 from common.errors import InputError
-from data.vocabulary import Vocabulary
 from layers.gated_conv1d import GatedConv1D
 from layers.multimodal_conv1d import MultimodalConv1D
 from layers.multimodal_dense import MultimodalDense
 from layers.order_violation_similarity import split_blocks
 from layers.text_vectorizer import TextVectorizer
-from models import registry
+from models import ensemble, registry
 from models.base import RetrievalModel, VocabularyConfig
-from models.restore import load_experiment, restore_model
+from models.restore import load_experiment
 
 # Where the image enters (Table 1): the 1-based convolution, or after the
 # three convolutions, into the MLP (st).
 IMAGE_LAYER = {"wd": 1, "phs": 2, "phl": 3, "st": 4}
 VARIANTS = tuple(IMAGE_LAYER)
-ENSEMBLE = "ens"
 
 
 @dataclasses.dataclass
@@ -96,8 +95,7 @@ class MCNNConfig(VocabularyConfig):
     """Hyperparameters of m-CNN (Ma et al. 2015, Sec. 3 and 4).
 
     Attributes:
-      variant: "wd", "phs", "phl" or "st" (Table 1), or "ens", the sum of one
-        trained model of each.
+      variant: "wd", "phs", "phl" or "st" (Table 1).
       word_dim: word vector size (50, skip-gram).
       embed_dim: d, the size of the image vector nu_im of eq. 1 (256).
       feature_maps: the three convolutions' feature maps (200, 300, 300).
@@ -115,11 +113,9 @@ class MCNNConfig(VocabularyConfig):
       vocab_min_count, vocab_max_size: the vocabulary (every training word).
       word_vectors: "word2vec" (skip-gram on the training captions), a vector
         file, or None (random).
-      members: for "ens", the model directories of the trained wd, phs, phl
-        and st models, in that order.
     """
 
-    variant: str = setting("st", choices=(*VARIANTS, ENSEMBLE))
+    variant: str = setting("st", choices=VARIANTS)
     word_dim: int = 50
     embed_dim: int = setting(256, minimum=1)
     feature_maps: tuple[int, ...] = setting((200, 300, 300), minimum=1)
@@ -134,11 +130,12 @@ class MCNNConfig(VocabularyConfig):
     vocab_min_count: int = 1
     vocab_max_size: int | None = None
     word_vectors: str | None = "word2vec"
-    members: tuple[str, ...] = ()
+
+    # Runs written when the ensemble was an m-CNN variant ("ens") have
+    # `members`, empty for the four single models (see `experiment_from_json`).
+    RETIRED: typing.ClassVar[dict] = {"members": []}
 
     def __post_init__(self):
-        if self.members and self.variant != ENSEMBLE:
-            raise ValueError(f"members are the model directories of an ensemble (variant 'ens'), not of {self.variant!r}")
         if len(self.feature_maps) != 3:
             raise ValueError(f"feature_maps must be three sizes, got {list(self.feature_maps)}")
         if not self.hidden_units:
@@ -301,137 +298,27 @@ class MCNNModel(RetrievalModel):
 
 
 
-class MCNNEnsemble(RetrievalModel):
-    """m-CNN_ENS: the sum of the scores of one trained model of each variant
-    (Sec. 4.3, "summing the matching scores generated from these m-CNNs").
-
-    Not trained by gradients: `fit_split` copies the members' best weights from
-    their model directories (`config.members`), which must have been trained
-    with this config's sizes and the same vocabulary. Its encodings are the
-    members' concatenated; its similarity is the sum of theirs.
-    """
-
-    fits_without_gradients = True
-    joint_space = False
-
-    def __init__(self, config, vocabulary, image_dim, **kwargs):
-        super().__init__(**kwargs)
-        self.config = config
-        self.vectorizer = TextVectorizer(vocabulary.tokens, tokenizer=config.tokenizer)
-        for variant in VARIANTS:
-            member = MCNNModel(dataclasses.replace(config, variant=variant, members=()), vocabulary, image_dim, name=variant)
-            setattr(self, f"member_{variant}", member)
-        self.image_sizes, self.text_sizes = zip(*(m.encoding_sizes() for m in self.members()))
-
-    def members(self):
-        return [getattr(self, f"member_{variant}") for variant in VARIANTS]
-
-    def encode_text(self, token_ids, training=False):
-        return ops.concatenate([m.encode_text(token_ids, training=training) for m in self.members()], axis=-1)
-
-    def encode_image(self, image_features, training=False):
-        return ops.concatenate([m.encode_image(image_features, training=training) for m in self.members()], axis=-1)
-
-    def _per_member(self, image_encodings, text_encodings):
-        return zip(
-            self.members(),
-            tf.split(image_encodings, self.image_sizes, axis=-1),
-            tf.split(text_encodings, self.text_sizes, axis=-1),
-        )
-
-    def similarity(self, image_encodings, text_encodings):
-        return tf.add_n([m.similarity(i, t) for m, i, t in self._per_member(image_encodings, text_encodings)])
-
-    def pair_loss(self, image_encodings, text_encodings, image_index):
-        """The members' losses summed (to fine-tune the ensemble jointly; the
-        paper trains the members separately and only sums their scores)."""
-        return tf.add_n([m.pair_loss(i, t, image_index) for m, i, t in self._per_member(image_encodings, text_encodings)])
-
-    def set_word_vectors(self, vectors, seed):
-        return "; ".join(f"{m.name}: {m.set_word_vectors(vectors, seed)}" for m in self.members())
-
-    def fit_split(self, train_split, dev_split, writer, seed):
-        """Copies each member's best weights from its model directory."""
-        member_experiments(self.config)  # every member's config.json before any weight
-        for member, directory in zip(self.members(), member_directories(self.config)):
-            _, trained = restore_model(directory)
-            member.set_weights(trained.get_weights())
-        return {"members": ", ".join(self.config.members)}
-
-
-def _architecture(config):
-    """The config fields that shape a trained m-CNN's weights and scores."""
-    fields = ("word_dim", "embed_dim", "feature_maps", "window", "hidden_units", "max_length", "tokenizer")
-    return {name: getattr(config, name) for name in fields}
-
-
-def member_directories(config):
-    if len(config.members) != len(VARIANTS):
+def prepare_ensemble(config):
+    """m-CNN_ENS's members are one trained m-CNN of each variant, in the
+    order of `VARIANTS`; then the ensemble's own checks
+    (`models.ensemble.prepare`)."""
+    if len(config.model.members) != len(VARIANTS):
         raise InputError(
             f"model.members: m-CNN_ENS needs the model directories of its {len(VARIANTS)} members "
             f"({', '.join(VARIANTS)}, in this order), e.g. --set model.members=runs/mcnn-wd,runs/mcnn-phs,"
-            f"runs/mcnn-phl,runs/mcnn-st; got {list(config.members)}"
+            f"runs/mcnn-phl,runs/mcnn-st; got {list(config.model.members)}"
         )
-    return config.members
-
-
-def member_experiments(config):
-    """The members' experiment configs, read from their config.json files
-    only (no weights): `InputError` naming a member's config.json when it is
-    not a run of an m-CNN (another family, e.g. a `gru` run, even with the
-    same vocabulary), not of the variant of its place in `model.members`, or
-    not of this ensemble's sizes."""
-    experiments = []
-    for variant, directory in zip(VARIANTS, member_directories(config)):
-        path = Path(directory) / "config.json"
-        name = _model_name(path)
-        if name is not None and (name not in registry.names()
-                                 or not issubclass(registry.get(name).config_class, MCNNConfig)):
-            raise InputError(
-                f"{path}: a {name!r} run, not an m-CNN; the ensemble's {variant} member (model.members) "
-                f"must be a directory trained with --model mcnn-{variant}"
-            )
+    for variant, directory in zip(VARIANTS, config.model.members):
         experiment = load_experiment(directory)
-        expected = dataclasses.replace(config, variant=variant, members=())
-        if experiment.model.variant != variant or _architecture(experiment.model) != _architecture(expected):
+        if not isinstance(experiment.model, MCNNConfig) or experiment.model.variant != variant:
             raise InputError(
-                f"{path}: an m-CNN_{experiment.model.variant} with "
-                f"{_architecture(experiment.model)}; the ensemble's {variant} member needs {_architecture(expected)} "
-                "(train the members and the ensemble with the same --preset)"
+                f"{directory}/config.json: a {experiment.model_name!r} run; the ensemble's {variant} member "
+                f"(model.members) must be a directory trained with --model mcnn-{variant}"
             )
-        experiments.append(experiment)
-    return experiments
-
-
-def _model_name(path):
-    """The `model_name` of a config.json, or None where it cannot be read
-    (`load_experiment` then says why)."""
-    try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    name = raw.get("model_name") if isinstance(raw, dict) else None
-    return name if isinstance(name, str) else None
-
-
-def ensemble_vocabulary(config, train_captions, word_vectors=None):
-    """The members' vocabulary (read from their model directories; they
-    must share it: the ensemble tokenises a sentence once). The first step
-    of training an ensemble: its members' configs are checked here, before
-    any long work."""
-    member_experiments(config)
-    vocabularies = [Vocabulary.load(f"{directory}/vocab.json") for directory in member_directories(config)]
-    if any(v.tokens != vocabularies[0].tokens for v in vocabularies[1:]):
-        raise InputError(
-            f"model.members: {', '.join(config.members)} have different vocabularies; train them on the same data "
-            "with the same tokenizer and vocab_min_count"
-        )
-    return vocabularies[0]
+    return ensemble.prepare(config)
 
 
 def build(config, vocabulary, image_dim):
-    if config.variant == ENSEMBLE:
-        return MCNNEnsemble(config, vocabulary, image_dim)
     return MCNNModel(config, vocabulary, image_dim)
 
 
@@ -463,18 +350,31 @@ QUICK = {
     "train.validate_max_images": 200,
 }
 
-for _variant in (*VARIANTS, ENSEMBLE):
-    _ensemble = {"model.word_vectors": None} if _variant == ENSEMBLE else {}
+for _variant in VARIANTS:
     registry.register(
         registry.ModelSpec(
             name=f"mcnn-{_variant}",
             config_class=MCNNConfig,
             build=build,
             train=PAPER_TRAINING,
-            vocabulary=ensemble_vocabulary if _variant == ENSEMBLE else registry.default_vocabulary,
             presets={
-                "paper": {"model.variant": _variant, **_ensemble},
-                "quick": {"model.variant": _variant, **QUICK, **_ensemble},
+                "paper": {"model.variant": _variant},
+                "quick": {"model.variant": _variant, **QUICK},
             },
         )
     )
+
+# Sec. 4.3: "summing the matching scores generated from these m-CNNs".
+SUM_OF_SCORES = {"model.combination": "sum", "model.weights": [1.0] * len(VARIANTS)}
+registry.register(
+    registry.ModelSpec(
+        name="mcnn-ens",
+        config_class=ensemble.EnsembleConfig,
+        build=ensemble.build,
+        train=ensemble.TRAINING,
+        vocabulary=ensemble.vocabulary,
+        prepare=prepare_ensemble,
+        # Quick: validated on the first 200 dev images, as its members.
+        presets={"paper": SUM_OF_SCORES, "quick": {**SUM_OF_SCORES, "train.validate_max_images": 200}},
+    )
+)

@@ -52,6 +52,9 @@ class ModelSpec:
         the overrides (`{"section.field": value}`) that make the data and
         the model read it, e.g. the Full-Network Embedding's per-layer
         features (`train.py --image-features NAME`).
+      prepare: `prepare(config) -> config`, run on a new run's experiment
+        config before any data is read: completes it from what it refers
+        to and checks that (an ensemble: its members' runs), or None.
     """
 
     name: str
@@ -62,6 +65,7 @@ class ModelSpec:
     presets: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     vocabulary: Callable[..., Any] = default_vocabulary
     image_features: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    prepare: Callable[..., Any] | None = None
 
     def experiment(self, preset="paper", overrides=(), image_features="fc"):
         """The experiment config of a preset and a kind of image features
@@ -93,7 +97,7 @@ class ModelSpec:
             vocabulary = Vocabulary(vocabulary)
         model = self.build(model_config, vocabulary, image_dim)
         model.encode_image(tf.zeros([1, image_dim]))
-        model.encode_text(tf.ones([1, 1], tf.int32))
+        model.encode_text(model.vectorizer(tf.constant(["a"])))
         return model
 
 

@@ -144,8 +144,30 @@ def trained_mcnn_ens(trained_mcnn_members, short_test_data, tmp_path_factory):
     model_dir = tmp_path_factory.mktemp("mcnn") / "ens"
     members = ",".join(str(trained_mcnn_members[v]) for v in ("wd", "phs", "phl", "st"))
     argv = ["--model", "mcnn-ens", "--preset", "quick", "--model-dir", str(model_dir), "--data", str(short_test_data),
-            *TINY_MCNN[:4],
             "--set", f"model.members={members}", "--set", "train.validate_max_images=50"]
+    assert train.main(argv) == 0
+    return model_dir
+
+
+@pytest.fixture(scope="session")
+def trained_fne(tmp_path_factory):
+    """A tiny `poe` run of the quick preset on the per-layer features
+    through the Full-Network Embedding (`--image-features fne`)."""
+    model_dir = tmp_path_factory.mktemp("run") / "poe-fne"
+    argv = ["--model", "poe", "--preset", "quick", "--image-features", "fne", "--model-dir", str(model_dir), *TINY,
+            "--set", "train.epochs=1"]
+    assert train.main(argv) == 0
+    return model_dir
+
+
+@pytest.fixture(scope="session")
+def trained_ensemble(trained, trained_fv, trained_fne, tmp_path_factory):
+    """The zoo ensemble of three families on two kinds of features (`gru`
+    and Fisher vectors on `ims`, an FNE pipeline on `stages`), its weights
+    chosen on the first 200 dev images."""
+    model_dir = tmp_path_factory.mktemp("run") / "ensemble"
+    argv = ["--model", "ensemble", "--model-dir", str(model_dir),
+            "--set", f"model.members={trained},{trained_fv},{trained_fne}", "--set", "train.validate_max_images=200"]
     assert train.main(argv) == 0
     return model_dir
 

@@ -86,14 +86,16 @@ def test_gradient_norms_and_model_diagnostics_are_in_tensorboard(run, request):
         assert all(d > 0 for d in values[prefix + "eq9_min_abs_denominator"])
 
 
-@pytest.mark.parametrize("run", ["trained", "trained_rcn", "trained_w2vv", "trained_mcnn_st", "trained_mcnn_ens", "trained_fv"])
+@pytest.mark.parametrize(
+    "run", ["trained", "trained_rcn", "trained_w2vv", "trained_mcnn_st", "trained_mcnn_ens", "trained_fv", "trained_ensemble"]
+)
 def test_saved_model_matches_keras_model_in_a_fresh_process(run, request, tmp_path):
     from models.restore import restore_model
 
     trained = request.getfixturevalue(run)
-    _, model = restore_model(trained)
+    config, model = restore_model(trained)
     captions = ["A dog runs through the grass .", "two children play on a beach"]
-    features = np.random.default_rng(0).uniform(0, 2, size=(3, 1280)).astype(np.float32)
+    features = np.random.default_rng(0).uniform(0, 2, size=(3, config.image_dim)).astype(np.float32)
     np.save(tmp_path / "features.npy", features)
     script = f"""
 import json, numpy as np, tensorflow as tf
@@ -146,8 +148,9 @@ def test_list_names_each_models_presets_and_image_features(capsys):
     (["--model", "gru", "--data", "/nonexistent"], "/nonexistent"),
     (["--model-dir", "/nonexistent/run", "--resume"], "no config.json"),
     (["--model", "mcnn-st", "--set", "train.validate_max_images=0"], "train.validate_max_images must be >= 1"),
-    (["--model", "mcnn-st", "--set", "model.members=a,b,c,d"], "members are the model directories of an ensemble"),
+    (["--model", "mcnn-st", "--set", "model.members=a,b,c,d"], "--set 'model.members=a,b,c,d': unknown key"),
     (["--model", "mcnn-ens"], "m-CNN_ENS needs the model directories of its 4 members"),
+    (["--model", "ensemble"], "model.members: an ensemble needs at least two run directories"),
     (["--model", "gru", "--set", "train.max_train_images=10", "--set", "train.batch_size=128"],
      "train.batch_size=128 is larger than the 50 training pairs"),
     (["--model", "gru", "--set", "train.learning_rate=-1"], "train.learning_rate must be > 0; got -1.0"),
@@ -385,7 +388,7 @@ def test_plot_training_draws_the_runs_scalars_from_their_event_files(trained, tr
 
 
 @pytest.mark.parametrize("run, joint", [("trained", True), ("trained_mcnn_st", False), ("trained_mcnn_ens", False),
-                                        ("trained_fv", True)])
+                                        ("trained_fv", True), ("trained_ensemble", False)])
 def test_sentence_similarity_only_for_models_with_a_joint_space(run, joint, request):
     """m-CNN's encodings are halves of its matching network (for `st` of the
     same size): no caption-to-caption task, in results.json or from the

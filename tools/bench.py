@@ -5,7 +5,8 @@ checks of a run.
     python -m tools.bench --model gru --preset quick
     python -m tools.bench --model gru --preset paper --steps 20
     python -m tools.bench --model rcn --model rcn-gru --preset quick
-    python -m tools.bench --model mcnn-ens --preset paper --eval-only
+    python -m tools.bench --model mcnn-ens --preset paper --eval-only --set model.members=WD,PHS,PHL,ST
+    python -m tools.bench --model ensemble --eval-only --eval-images 5000 --set model.members=RUN1,RUN2,...
     python -m tools.bench --hardware
 
 `--hardware` prints whether this machine's CPU (and GPU, by its compute
@@ -17,8 +18,15 @@ with `--set runtime.mixed_precision=bf16` (or `=fp16`).
 
 `--eval-only` times the 1K-test evaluation of an untrained model built with
 every training word in its vocabulary (the cost of scoring does not depend on
-the weights): for a model assembled from trained ones (m-CNN_ENS) without
-their directories, or to time a size that has not been trained.
+the weights), to time a size that has not been trained. An ensemble
+(`ensemble`, `mcnn-ens`) is built from its members' run directories
+(`model.members`), with untrained weights.
+
+`--eval-images N` times the evaluation on N images and their captions: the
+split's images repeated (and cut) to N, each with its captions, e.g. 5000
+for the cost of COCO's 5K test (5,000 images x 25,000 captions) from
+Flickr8k's 1K. Evaluation reports give the process's peak resident memory
+(`peak_rss_mb`, everything the process held, the model and data included).
 
 `--encode SAVED_MODEL` times a SavedModel's `encode_text` on the test
 captions (captions/s).
@@ -60,7 +68,9 @@ process's reason, rather than leaving it waiting for an answer.
 """
 
 import argparse
+import dataclasses
 import json
+import resource
 import sys
 import time
 
@@ -87,6 +97,8 @@ def parse_args(argv):
     parser.add_argument("--model", action="append", help="registered model (repeatable; default gru)")
     add_experiment_arguments(parser)
     parser.add_argument("--eval-split", default="test")
+    parser.add_argument("--eval-images", type=count, metavar="N",
+                        help="evaluate on the split's images repeated to N (and their captions), e.g. 5000 for COCO's 5K")
     parser.add_argument("--skip-eval", action="store_true", help="time training only")
     parser.add_argument("--eval-only", action="store_true", help="time the evaluation of an untrained model only")
     parser.add_argument("--data-checks", action="store_true", help="time the up-front data checks of a run instead")
@@ -189,6 +201,8 @@ def untrained_model(name, preset, overrides=(), every_word=False):
 
     spec = registry.get(name)
     config = spec.experiment(preset, overrides)
+    if spec.prepare:
+        config = spec.prepare(config)
     train_split = splits.load_split(config.data.path, config.data.train_split, config.data.image_features)
     # Without word vectors: they only change initial values (and the size of
     # a frozen lookup table), not the cost of a step.
@@ -222,6 +236,8 @@ def measure(model_name, args):
         return report
 
     split = splits.load_split(config.data.path, args.eval_split, config.data.image_features)
+    if args.eval_images:
+        split = repeated_split(split, args.eval_images)
     scorer = scoring.CheckpointScorer(model, image_dim)
     scorer.encode_texts(split.captions[:8])  # trace once, outside the timing
     load_before = records.load_average()
@@ -239,7 +255,23 @@ def measure(model_name, args):
         "eval_images": len(split.images),
         "eval_captions": len(split.captions),
         "eval_seconds": round(eval_seconds, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
     }
+
+
+def repeated_split(split, n_images):
+    """`split` with its images repeated (and cut) to `n_images`, each with
+    its own captions, in order: an evaluation of that size."""
+    rows = np.arange(n_images) % len(split.images)
+    by_image = [np.flatnonzero(split.caption_image == image) for image in range(len(split.images))]
+    captions = np.concatenate([by_image[row] for row in rows])
+    return dataclasses.replace(
+        split,
+        images=split.images[rows],
+        captions=[split.captions[c] for c in captions],
+        caption_image=np.repeat(np.arange(n_images), [len(by_image[row]) for row in rows]),
+        image_ids=[split.image_ids[row] for row in rows],
+    )
 
 
 def time_training(model, config, train_split, args):

@@ -202,3 +202,23 @@ def test_retrieval_metrics_of_one_caption_per_image():
 def test_average_metrics_averages_each_metric_over_the_results_that_have_it():
     results = [{"rsum": 100.0, "t2t_meanr": 4.0, "notes": {}}, {"rsum": 200.0, "notes": {"t2t_meanr": "left out"}}]
     assert metrics.average_metrics(results) == {"rsum": 150.0, "t2t_meanr": 4.0}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_recall_sum_counts_what_the_sorted_ranking_gives_without_ties(seed):
+    rng = np.random.default_rng(seed)
+    caption_image = rng.permutation(np.repeat(np.arange(40), 5))
+    # Scores that favour the true pairs a little, so every recall level is reached sometimes.
+    sims = rng.normal(size=(40, 200)) + 1.5 * (caption_image[None, :] == np.arange(40)[:, None])
+    assert metrics.recall_sum(sims, caption_image) == pytest.approx(metrics.retrieval_metrics(sims, caption_image)["rsum"])
+
+
+def test_recall_sum_counts_ties_in_the_querys_favour():
+    # Two images, one caption each; every score ties: each query's true
+    # candidate has nothing scored strictly above it, rank 1 in both directions.
+    assert metrics.recall_sum(np.zeros((2, 2)), np.array([0, 1])) == 600.0
+    # Image 0 prefers caption 1 (wrong): i2t rank 2 for image 0, 1 for image 1.
+    sims = np.array([[0.0, 1.0], [0.0, 2.0]])
+    # i2t R@1 50, R@5 100, R@10 100; t2i: caption 0's image 0 ties image 1
+    # (rank 1), caption 1's image 1 is above image 0 (rank 1): 300.
+    assert metrics.recall_sum(sims, np.array([0, 1])) == 550.0

@@ -166,32 +166,19 @@ def test_evaluation_scores_every_pair_exactly_once_and_ranks_as_the_whole_matrix
     assert result == retrieval_metrics(model.similarity(images, texts).numpy(), caption_image)
 
 
-def test_ensemble_similarity_is_the_sum_of_its_members():
-    # Sec. 4.3: the wd, phs, phl and st scores summed, each from the literal
-    # eqs. 1-9 of that variant on the member's own (random) weights.
-    ensemble = random_model("ens")
-    images = np.random.default_rng(5).uniform(size=(3, IMAGE_DIM)).astype(np.float32)
-    ids = token_ids([2, 8, 30, 5])
-    total = ensemble.similarity(ensemble.encode_image(images), ensemble.encode_text(tf.constant(ids))).numpy()
-    members = ensemble.members()
-    assert len(members) == len(VARIANTS) == 4
-    want = sum(
-        np.array([[literal_score(member, image, row, variant) for row in ids] for image in images])
-        for variant, member in zip(VARIANTS, members)
-    )
-    np.testing.assert_allclose(total, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
-
-
 def test_ensemble_is_assembled_from_the_members_best_checkpoints(trained_mcnn_members, trained_mcnn_ens):
+    # Sec. 4.3: the wd, phs, phl and st scores summed, unweighted and raw.
     config = json.loads((trained_mcnn_ens / "config.json").read_text())
-    assert config["model"]["variant"] == "ens" and len(config["model"]["members"]) == 4
+    assert config["model"]["combination"] == "sum" and config["model"]["weights"] == [1.0] * 4
+    assert config["model"]["members"] == [str(trained_mcnn_members[v]) for v in VARIANTS]
     _, ensemble = restore_model(trained_mcnn_ens)
     features = np.random.default_rng(6).uniform(size=(4, 1280)).astype(np.float32)
-    ids = ensemble.vectorizer(tf.constant(["a dog runs on the grass .", "two people sit at a table"]))
-    total = ensemble.similarity(ensemble.encode_image(features), ensemble.encode_text(ids)).numpy()
+    texts = tf.constant(["a dog runs on the grass .", "two people sit at a table"])
+    total = ensemble.similarity(ensemble.encode_image(features), ensemble.encode_text(texts)).numpy()
     members = []
     for variant, member_dir in trained_mcnn_members.items():
         _, member = restore_model(member_dir)
+        ids = member.vectorizer(texts)
         members.append(member.similarity(member.encode_image(features), member.encode_text(ids)).numpy())
     np.testing.assert_allclose(total, sum(members), rtol=1e-5, atol=1e-5)
 
@@ -221,19 +208,19 @@ def test_ensemble_refuses_missing_or_mismatched_members(trained_mcnn_members, tm
         (members[:3], "needs the model directories of its 4 members"),
         ([members[0], str(tmp_path), *members[2:]], f"{tmp_path}/config.json: no config.json"),
         ([members[0], str(no_vocabulary), *members[2:]], "no-vocabulary/vocab.json: file not found"),
-        ([members[1], *members[1:]], f"{members[1]}/config.json: an m-CNN_phs with"),
-        ([members[1], *members[1:]], "the ensemble's wd member needs"),
+        ([members[1], members[0], *members[2:]],
+         (f"{members[1]}/config.json: a 'mcnn-phs' run; the ensemble's wd member (model.members) "
+          "must be a directory trained with --model mcnn-wd")),
         ([members[0], str(gru), *members[2:]],
-         (f"{gru}/config.json: a 'gru' run, not an m-CNN; the ensemble's phs member (model.members) "
+         (f"{gru}/config.json: a 'gru' run; the ensemble's phs member (model.members) "
           "must be a directory trained with --model mcnn-phs")),
-        ([*members[:2], str(unknown), members[3]], f"{unknown}/config.json: a 'no-such-model' run, not an m-CNN"),
+        ([*members[:2], str(unknown), members[3]], f"{unknown}/config.json: model_name 'no-such-model': unknown model"),
     ]
     for i, (given, message) in enumerate(cases):
         argv = ["--model", "mcnn-ens", "--preset", "quick", "--model-dir", str(tmp_path / f"ens{i}"),
-                "--set", "model.feature_maps=[8,8,8]", "--set", "model.hidden_units=[8]",
                 "--set", f"model.members={','.join(given)}"]
         assert train.main(argv) == 2
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1, err
-        # Refused at the vocabulary step, before the run's directory is written.
+        # Refused before the run's directory is written.
         assert not (tmp_path / f"ens{i}").exists()

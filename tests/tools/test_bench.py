@@ -2,8 +2,10 @@ import ast
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from data.readers import RetrievalSplit
 from engine import train_step
 from tools import bench
 
@@ -93,12 +95,23 @@ def test_bench_times_evaluation(tmp_path, capsys):
     assert report["eval_images"] == 1000 and report["eval_captions"] == 5000 and report["eval_seconds"] > 0
 
 
-def test_bench_times_the_evaluation_of_an_untrained_ensemble(short_test_data, capsys):
-    argv = ["--model", "mcnn-ens", "--preset", "quick", "--eval-only", "--set", f"data.path={short_test_data}",
-            "--set", "model.feature_maps=[4,4,4]", "--set", "model.hidden_units=[4]"]
+def test_bench_times_the_evaluation_of_an_ensemble_at_a_larger_size(trained_mcnn_members, short_test_data, capsys):
+    members = ",".join(str(trained_mcnn_members[v]) for v in ("wd", "phs", "phl", "st"))
+    argv = ["--model", "mcnn-ens", "--preset", "quick", "--eval-only", "--eval-images", "150",
+            "--set", f"data.path={short_test_data}", "--set", f"model.members={members}"]
     assert bench.main(argv) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["eval_images"] == 100 and report["eval_seconds"] > 0 and "train_step_ms" not in report
+    assert report["eval_images"] == 150 and report["eval_captions"] == 750 and "train_step_ms" not in report
+    assert report["eval_seconds"] > 0 and report["peak_rss_mb"] > 0
+
+
+def test_a_repeated_split_keeps_each_images_captions():
+    split = RetrievalSplit(images=np.arange(6, dtype=np.float32).reshape(3, 2), captions=["a", "b", "c", "d"],
+                           caption_image=np.array([0, 1, 1, 2]), image_ids=["x", "y", "z"], source="hand")
+    repeated = bench.repeated_split(split, 5)  # images x y z x y
+    np.testing.assert_array_equal(repeated.images[:, 0], [0, 2, 4, 0, 2])
+    assert repeated.captions == ["a", "b", "c", "d", "a", "b", "c"] and repeated.image_ids == ["x", "y", "z", "x", "y"]
+    np.testing.assert_array_equal(repeated.caption_image, [0, 1, 1, 2, 3, 4, 4])
 
 
 def test_bench_times_a_saved_models_caption_encoding(trained_fv, tmp_path, capsys):

@@ -1,0 +1,422 @@
+"""A zoo ensemble: trained models of any families combined into one
+retrieval model.
+
+    python train.py --model ensemble --model-dir runs/ens \\
+        --set model.members=runs/fv-gmm-hglmm-quick,runs/gru-quick,runs/poe-fne-quick,runs/w2vv-quick
+
+Each member is a run directory written by train.py, of any family; members
+may read different image features of the same images (one CNN layer's
+`ims`, the Full-Network Embedding's per-layer `stages`). The ensemble reads
+the features of every kind its members read, side by side (`data.image_features`
+"ims+stages": its image input is their concatenation, in that order), and
+gives each member its own columns. Its score of an image and a caption is
+
+    s(i, t) = sum_m w_m f_m(s_m(i, t))
+
+where s_m is member m's own similarity and f_m makes the members' scores
+comparable (`model.combination`):
+
+- "zscore" (default): (s - mu_m) / sigma_m, with the mean and standard
+  deviation of s_m over every (image, caption) pair of the dev split
+  (global standardisation);
+- "rank": the fraction of the dev pairs that m scores below s (the
+  empirical distribution function of its dev scores, from `quantiles`
+  quantiles, linear between them and beyond the outermost two, so a
+  member's order of its scores is kept everywhere): a rank-based
+  combination;
+- "sum": s_m itself, the raw scores (m-CNN's ensemble, "summing the
+  matching scores"; `mcnn-ens` is this combination with unit weights).
+
+The weights are `model.weights` when given (fixed; e.g. equal), else chosen
+on the dev split: every point of the grid over the simplex with step
+`weight_step` (4 members, step 0.1: 286 points), the one of the highest dev
+rsum (`common.metrics.recall_sum`), ties going to the point nearest equal
+weights. A grid, not a fit: rsum is a step function of the weights, without
+a gradient to follow; for a few members the grid is cheap (each point is a
+weighted sum and two counting passes over the dev matrix), exhaustive, and
+holds every member alone and every subset, so the choice is never worse on
+dev than the best member. The test split is never seen by the fit. What
+was chosen (and every member's own dev rsum) is written to results.json's
+"fit".
+
+Why not reciprocal-rank fusion, sum_m 1 / (k + rank_m): its ranks are a
+query's own ranking of every candidate, so it needs all candidates of a
+query at once and gives a different fused score to a pair in each
+direction (an image's ranking of captions, a caption's ranking of images):
+it is not a similarity of a pair, and so neither one `score` of a
+SavedModel nor scorable block by block. "rank" is the rank-based
+combination that is a function of the pair: ranks against the member's dev
+scores.
+
+The encodings of the ensemble are its members' encodings side by side;
+`similarity` of them is the combined score. They have no space of their
+own (`joint_space` False): they are for scoring a collection encoded once
+(`similarity`), not for comparing two captions. The run directory refers to
+its members' directories (their config.json and vocab.json rebuild the
+members); its checkpoint and its SavedModel hold every weight, so the
+SavedModel stands alone.
+"""
+
+import dataclasses
+import itertools
+import math
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from common import metrics, progress
+from common.config import TrainConfig, setting
+from common.errors import InputError
+from data import splits
+from data.vocabulary import PAD, UNK, Vocabulary
+from models import registry
+from models.base import ModelConfig, RetrievalModel
+from models.restore import BEST_DIR, load_experiment, restore_model
+
+COMBINATIONS = ("zscore", "rank", "sum")
+# The grid search refuses grids larger than this (many members, a fine step).
+MAX_GRID_POINTS = 20_000
+BATCH = 256
+IMAGE_BLOCK = 128  # dev images scored at a time, against every dev caption
+
+
+@dataclasses.dataclass
+class EnsembleConfig(ModelConfig):
+    """Settings of an ensemble of trained runs.
+
+    Attributes:
+      members: the run directories (train.py's --model-dir) of the members,
+        at least two.
+      combination: "zscore", "rank" or "sum" (see the module docstring).
+      weights: one non-negative weight per member, fixed; empty = chosen on
+        the dev split over the simplex grid.
+      weight_step: the grid's step; 1 / weight_step must be a whole number.
+      quantiles: how many quantiles of a member's dev scores the "rank"
+        combination keeps (its resolution).
+    """
+
+    members: tuple[str, ...] = ()
+    combination: str = setting("zscore", choices=COMBINATIONS)
+    weights: tuple[float, ...] = setting((), minimum=0)
+    weight_step: float = setting(0.1, above=0, maximum=1)
+    quantiles: int = setting(4096, minimum=2)
+
+
+@dataclasses.dataclass(frozen=True)
+class Member:
+    """A member run as the ensemble sees it: its directory, experiment
+    config and the columns of the ensemble's image input it reads."""
+
+    directory: str
+    experiment: object
+    columns: tuple[int, int]
+
+
+def member_experiments(config):
+    """The members' experiment configs, from their config.json files:
+    `InputError` (one line, naming the file) for fewer than two members, a
+    member listed twice, a directory without a run or without a best
+    checkpoint or vocabulary, or a member that is an ensemble itself."""
+    if len(config.members) < 2:
+        raise InputError(
+            "model.members: an ensemble needs at least two run directories (train.py's --model-dir), e.g. "
+            f"--set model.members=runs/gru-quick,runs/fv-gmm-hglmm-quick; got {list(config.members)}"
+        )
+    seen = set()
+    experiments = []
+    for directory in config.members:
+        if Path(directory).resolve() in seen:
+            raise InputError(f"model.members: {directory} is listed twice")
+        seen.add(Path(directory).resolve())
+        experiment = load_experiment(directory)
+        if issubclass(registry.get(experiment.model_name).config_class, EnsembleConfig):
+            raise InputError(f"{directory}/config.json: a member may not be an ensemble ({experiment.model_name!r}); "
+                             "list its members instead")
+        Vocabulary.load(Path(directory) / "vocab.json")
+        if tf.train.latest_checkpoint(str(Path(directory) / BEST_DIR)) is None:
+            raise InputError(f"{Path(directory) / BEST_DIR}: no checkpoint; has this run been validated once?")
+        if experiment.image_dim is None:
+            raise InputError(f"{directory}/config.json: no image_dim; is this a run written by train.py?")
+        experiments.append(experiment)
+    if config.weights and len(config.weights) != len(experiments):
+        raise InputError(f"model.weights: {len(config.weights)} weights for {len(experiments)} members")
+    if config.weights and not sum(config.weights) > 0:
+        raise InputError(f"model.weights: at least one weight must be positive; got {list(config.weights)}")
+    return experiments
+
+
+def feature_kinds(experiments):
+    """The image feature kinds the members read ({name: dimension}), in the
+    order they first appear; a kind read at two dimensions is an error."""
+    kinds = {}
+    for experiment in experiments:
+        name, dim = experiment.data.image_features, experiment.image_dim
+        if kinds.setdefault(name, dim) != dim:
+            raise InputError(f"model.members: two members read image features {name!r} of dimensions "
+                             f"{kinds[name]} and {dim}; they were trained on different data")
+        kinds[name] = dim
+    return kinds
+
+
+def prepare(config):
+    """A new ensemble run's experiment config, checked against its members
+    before any data is read for training: the image features it reads are
+    those of its members; the members must have been trained with the same
+    dev and test splits (the same images and captions in the same order,
+    wherever they were read from), and the ensemble's dev split must be
+    theirs (its weights are chosen on the split its members were selected
+    on, never on data they trained on). Its test split may be any (e.g. the
+    members' in another order). Otherwise an `InputError` names the run and
+    the first difference."""
+    experiments = member_experiments(config.model)
+    kinds = feature_kinds(experiments)
+    data = dataclasses.replace(config.data, image_features="+".join(kinds))
+    contents = {}
+
+    def read(root, split, kind):
+        if (root, split) not in contents:
+            loaded = splits.load_split(root, split, kind)
+            contents[root, split] = loaded.image_ids, loaded.captions, loaded.caption_image
+        return contents[root, split]
+
+    def split_of(experiment, role):
+        name = getattr(experiment.data, f"{role}_split")
+        return read(experiment.data.path, name, experiment.data.image_features), Path(experiment.data.path) / name
+
+    first = config.model.members[0]
+    for role in ("dev", "test"):
+        reference, where = split_of(experiments[0], role)
+        for directory, experiment in zip(config.model.members[1:], experiments[1:]):
+            theirs, their_file = split_of(experiment, role)
+            difference = _difference(reference, theirs)
+            if difference:
+                raise InputError(f"{directory}/config.json: its {role} split ({their_file}) is not the one of "
+                                 f"{first} ({where}): {difference}")
+    reference, where = split_of(experiments[0], "dev")
+    difference = _difference(read(data.path, data.dev_split, next(iter(kinds))), reference)
+    if difference:
+        raise InputError(f"{Path(data.path) / data.dev_split}: the ensemble's dev split is not its members' ({where}), "
+                         f"on which its weights must be chosen: {difference}")
+    return dataclasses.replace(config, data=data)
+
+
+def _difference(ours, theirs):
+    """The first difference between two splits' contents, in words, or None."""
+    for what, a, b in zip(("image", "caption"), ours[:2], theirs[:2]):
+        if len(a) != len(b):
+            return f"{len(a)} {what}s against {len(b)}"
+        for index, (x, y) in enumerate(zip(a, b)):
+            if x != y:
+                return f"{what} {index + 1} is {x!r} against {y!r}"
+    if not np.array_equal(ours[2], theirs[2]):
+        return "the captions belong to other images"
+    return None
+
+
+def vocabulary(config, train_captions, word_vectors=None):
+    """An ensemble has no vocabulary of its own (each member tokenises with
+    its own): <pad> and <unk> only."""
+    return Vocabulary([PAD, UNK])
+
+
+class Ensemble(RetrievalModel):
+    """The trained members of `config.members` combined (see the module
+    docstring). Built from the members' configs and vocabularies, with
+    untrained weights; `fit_split` copies the members' best weights and
+    chooses the combination's statistics and weights on dev."""
+
+    fits_without_gradients = True
+    joint_space = False
+
+    def __init__(self, config, members, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.member_runs = members
+        # Raw captions go to every member, which tokenises them itself.
+        self.vectorizer = keras.layers.Identity()
+        for index, member in enumerate(members):
+            experiment = member.experiment
+            # An attribute each (a list's layers would not be in the checkpoint).
+            setattr(self, f"member_{index}", registry.get(experiment.model_name).build_model(
+                experiment.model, Vocabulary.load(Path(member.directory) / "vocab.json"), experiment.image_dim))
+        count = len(members)
+        self.center = self.add_weight(shape=(count,), initializer="zeros", trainable=False, name="center")
+        self.scale = self.add_weight(shape=(count,), initializer="ones", trainable=False, name="scale")
+        self.mix = self.add_weight(shape=(count,), initializer="ones", trainable=False, name="mix")
+        if config.combination == "rank":
+            self.score_quantiles = self.add_weight(shape=(count, config.quantiles), initializer="zeros",
+                                                   trainable=False, name="score_quantiles")
+        encodings = [(m.encode_image(tf.zeros([1, m_run.experiment.image_dim])),
+                      m.encode_text(m.vectorizer(tf.constant(["a"]))))
+                     for m, m_run in zip(self.members, members)]
+        self.image_sizes = [int(image.shape[-1]) for image, _ in encodings]
+        self.text_sizes = [int(text.shape[-1]) for _, text in encodings]
+
+    @property
+    def members(self):
+        """The member models, in the order of `config.members`."""
+        return [getattr(self, f"member_{index}") for index in range(len(self.member_runs))]
+
+    def encode_text(self, texts, training=False):
+        """tf.string [B] raw captions -> every member's encoding, side by side."""
+        return tf.concat([m.encode_text(m.vectorizer(texts)) for m in self.members], axis=-1)
+
+    def encode_image(self, image_features, training=False):
+        """[B, F] (every kind of features the members read, side by side) ->
+        every member's encoding of its own columns, side by side."""
+        return tf.concat([m.encode_image(image_features[:, run.columns[0] : run.columns[1]])
+                          for m, run in zip(self.members, self.member_runs)], axis=-1)
+
+    def member_similarities(self, image_encodings, text_encodings):
+        """Each member's own similarity [n_images, n_texts] of its part of
+        the encodings."""
+        images = tf.split(image_encodings, self.image_sizes, axis=-1)
+        texts = tf.split(text_encodings, self.text_sizes, axis=-1)
+        return [tf.cast(m.similarity(i, t), tf.float32) for m, i, t in zip(self.members, images, texts)]
+
+    def comparable(self, index, scores):
+        """f_m of the module docstring: member `index`'s scores made
+        comparable with the other members' (by `config.combination`)."""
+        if self.config.combination == "sum":
+            return scores
+        if self.config.combination == "zscore":
+            return (scores - self.center[index]) / self.scale[index]
+        return quantile_rank(scores, self.score_quantiles[index])
+
+    def similarity(self, image_encodings, text_encodings):
+        scores = self.member_similarities(image_encodings, text_encodings)
+        return tf.add_n([self.mix[m] * self.comparable(m, s) for m, s in enumerate(scores)])
+
+    def pair_loss(self, image_encodings, text_encodings, image_index):
+        raise TypeError("an ensemble is fitted on the dev split (fit_split), not trained by gradients")
+
+    def fit_split(self, train_split, dev_split, writer, seed):
+        """Copies each member's best weights from its run directory, then
+        fits the combination's statistics and (unless fixed) weights on
+        `dev_split`; the training split is not used."""
+        for member, run in zip(self.members, self.member_runs):
+            member.set_weights(restore_model(run.directory)[1].get_weights())
+        images, texts = self._encode(dev_split)
+        blocks = [self.member_similarities(images[a : a + IMAGE_BLOCK], texts)
+                  for a in range(0, len(images), IMAGE_BLOCK)]
+        dev_scores = [np.concatenate([block[m].numpy() for block in blocks]) for m in range(len(blocks[0]))]
+        for index, (run, scores) in enumerate(zip(self.member_runs, dev_scores)):
+            self._fit_statistics(index, run.directory, scores)
+        comparable = [self.comparable(m, tf.constant(s)).numpy() for m, s in enumerate(dev_scores)]
+        own = [metrics.recall_sum(s, dev_split.caption_image) for s in comparable]
+        if self.config.weights:
+            weights, grid_points = np.asarray(self.config.weights, np.float64), 0
+        else:
+            weights, grid_points = choose_weights(comparable, dev_split.caption_image, self.config.weight_step)
+        self.mix.assign(weights.astype(np.float32))
+        fused = sum(w * s for w, s in zip(weights, comparable))
+        return {
+            "combination": self.config.combination,
+            "weights": [round(float(w), 6) for w in weights],
+            "weights_from": "model.weights" if self.config.weights else f"dev grid, step {self.config.weight_step:g}",
+            "grid_points": grid_points,
+            "dev_recall_sum": metrics.recall_sum(fused, dev_split.caption_image),
+            "member_dev_recall_sums": own,
+            "members": list(self.config.members),
+        }
+
+    def _encode(self, split):
+        """The ensemble's encodings of a split's images and captions."""
+        images = self.encode_image(tf.constant(split.images)).numpy()
+        captions = np.asarray(split.captions, dtype=object)
+        texts = np.concatenate([self.encode_text(self.vectorizer(tf.constant(captions[a : a + BATCH]))).numpy()
+                                for a in progress.bar(range(0, len(captions), BATCH), desc="encoding dev captions",
+                                                      unit="batch")])
+        return images, texts
+
+    def _fit_statistics(self, index, directory, scores):
+        """The dev statistics of member `index`'s `scores` [n_images,
+        n_captions]; constant scores are an `InputError` naming the run."""
+        mean, deviation = float(np.mean(scores, dtype=np.float64)), float(np.std(scores, dtype=np.float64))
+        if not np.isfinite([mean, deviation]).all() or deviation <= 1e-7 * max(1.0, abs(mean)):
+            raise InputError(f"{directory}: its scores of the dev split are constant ({mean:.6g}) or not finite, "
+                             "so they cannot be combined with the other members'; is the run trained?")
+        self.center[index].assign(mean)
+        self.scale[index].assign(deviation)
+        if self.config.combination == "rank":
+            levels = np.linspace(0.0, 1.0, self.config.quantiles)
+            self.score_quantiles[index].assign(np.quantile(scores, levels).astype(np.float32))
+
+
+def quantile_rank(scores, quantiles):
+    """The empirical distribution function given by sorted `quantiles` (at
+    equally spaced levels 0 .. 1) at `scores`: linear between neighbouring
+    quantiles, as `numpy.interp(scores, quantiles, levels)` inside them, and
+    continued linearly beyond the outermost two (so larger scores stay
+    larger). Equal neighbouring quantiles are stepped over."""
+    count = tf.shape(quantiles)[0]
+    flat = tf.reshape(scores, [-1])
+    upper = tf.clip_by_value(tf.searchsorted(quantiles, flat, side="right"), 1, count - 1)
+    low, high = tf.gather(quantiles, upper - 1), tf.gather(quantiles, upper)
+    fraction = (flat - low) / tf.maximum(high - low, 1e-12)
+    levels = (tf.cast(upper - 1, tf.float32) + fraction) / tf.cast(count - 1, tf.float32)
+    return tf.reshape(levels, tf.shape(scores))
+
+
+def simplex_grid(members, step):
+    """Every weight vector of `members` non-negative multiples of `step`
+    summing to 1 (float [points, members])."""
+    parts = round(1 / step)
+    if not math.isclose(parts * step, 1.0, rel_tol=1e-9):
+        raise InputError(f"model.weight_step: 1 / {step:g} is not a whole number; e.g. 0.1, 0.05 or 0.25")
+    points = math.comb(parts + members - 1, members - 1)
+    if points > MAX_GRID_POINTS:
+        raise InputError(f"model.weight_step: {points:,} grid points for {members} members at step {step:g} "
+                         f"(at most {MAX_GRID_POINTS:,}); take a larger step or fix model.weights")
+    # Stars and bars: the positions of members - 1 bars among parts + members - 1 slots.
+    grid = []
+    for bars in itertools.combinations(range(parts + members - 1), members - 1):
+        edges = (-1, *bars, parts + members - 1)
+        grid.append([edges[k + 1] - edges[k] - 1 for k in range(members)])
+    return np.asarray(grid, np.float64) / parts
+
+
+def choose_weights(comparable, caption_image, step):
+    """The grid point of the highest dev rsum of `sum_m w_m comparable[m]`,
+    ties to the point nearest equal weights; returns (weights, points)."""
+    grid = simplex_grid(len(comparable), step)
+    stacked = np.stack(comparable)
+    sums = [metrics.recall_sum(np.tensordot(w, stacked, axes=1), caption_image)
+            for w in progress.bar(grid, desc="dev rsum over the weight grid", unit="point")]
+    distance = np.linalg.norm(grid - 1.0 / len(comparable), axis=1)
+    best = min(range(len(grid)), key=lambda k: (-sums[k], distance[k]))
+    return grid[best], len(grid)
+
+
+def build(config, vocabulary, image_dim):
+    """The ensemble of `config.members` (see `Ensemble`); `image_dim` must
+    be the sum of the dimensions of the kinds of features they read."""
+    experiments = member_experiments(config)
+    kinds = feature_kinds(experiments)
+    if sum(kinds.values()) != image_dim:
+        raise InputError(
+            f"model.members read image features {' + '.join(f'{k} ({d})' for k, d in kinds.items())} = "
+            f"{sum(kinds.values())} columns; the ensemble's features have {image_dim}"
+        )
+    starts = dict(zip(kinds, itertools.accumulate([0, *kinds.values()])))
+    members = [Member(directory, experiment,
+                      (starts[experiment.data.image_features], starts[experiment.data.image_features] + experiment.image_dim))
+               for directory, experiment in zip(config.members, experiments)]
+    return Ensemble(config, members)
+
+
+# Nothing is trained: the trainer validates the fitted ensemble once.
+TRAINING = TrainConfig()
+
+registry.register(
+    registry.ModelSpec(
+        name="ensemble",
+        config_class=EnsembleConfig,
+        build=build,
+        train=TRAINING,
+        vocabulary=vocabulary,
+        prepare=prepare,
+    )
+)
