@@ -156,7 +156,6 @@ def feature_kinds(experiments):
         if kinds.setdefault(name, dim) != dim:
             raise InputError(f"model.members: two members read image features {name!r} of dimensions "
                              f"{kinds[name]} and {dim}; they were trained on different data")
-        kinds[name] = dim
     return kinds
 
 
