@@ -304,7 +304,7 @@ class Ensemble(RetrievalModel):
         for index, (run, scores) in enumerate(zip(self.member_runs, dev_scores)):
             self._fit_statistics(index, run.directory, scores)
         comparable = [self.comparable(m, tf.constant(s)).numpy() for m, s in enumerate(dev_scores)]
-        own = [metrics.recall_sum(s, dev_split.caption_image) for s in comparable]
+        own = [round(metrics.recall_sum(s, dev_split.caption_image), 2) for s in comparable]
         if self.config.weights:
             weights, grid_points = np.asarray(self.config.weights, np.float64), 0
         else:
@@ -316,7 +316,7 @@ class Ensemble(RetrievalModel):
             "weights": [round(float(w), 6) for w in weights],
             "weights_from": "model.weights" if self.config.weights else f"dev grid, step {self.config.weight_step:g}",
             "grid_points": grid_points,
-            "dev_recall_sum": metrics.recall_sum(fused, dev_split.caption_image),
+            "dev_recall_sum": round(metrics.recall_sum(fused, dev_split.caption_image), 2),
             "member_dev_recall_sums": own,
             "members": list(self.config.members),
         }
@@ -417,5 +417,7 @@ registry.register(
         train=TRAINING,
         vocabulary=vocabulary,
         prepare=prepare,
+        # Nothing to size down: its cost is its members'.
+        presets={"quick": {}},
     )
 )

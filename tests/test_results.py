@@ -36,3 +36,12 @@ def test_word2visualvec_bars_of_docs_w2vv(test_metrics):
     assert bow["i2t_rsum"] >= 150 and bow["i2t_medr"] <= 5
     assert 75 <= word2vec["i2t_rsum"] <= 105
     assert multiscale["i2t_rsum"] >= 150 and multiscale["i2t_r1"] > test_metrics["gru-quick"]["i2t_r1"]
+
+
+def test_ensemble_bars_of_docs_ensemble(test_metrics):
+    # The target: a dev-selected ensemble of quick members at 290 or
+    # more, on every seed; and the dev grid leaves gru out on every seed.
+    _, runs = report.read_snapshot(ROOT / "results" / "runs.json")
+    seeds = ["ens-all-quick", "ens-all-quick-seed1", "ens-all-quick-seed2"]
+    assert all(test_metrics[name]["rsum"] >= 290 for name in seeds)
+    assert all(runs[name]["fit"]["weights"][1] == 0 for name in seeds)
