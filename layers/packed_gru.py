@@ -72,14 +72,8 @@ class PackedGRU(keras.layers.GRU):
         if self._keras_recurrence():
             return super().call(sequences, mask=mask, training=training)
         cell = self.cell
-        batch, steps = tf.shape(sequences)[0], tf.shape(sequences)[1]
-        lengths = tf.fill([batch], steps) if mask is None else tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
-        order = tf.argsort(lengths, direction="DESCENDING", stable=True)
-        # n_t, the sequences longer than t, and the real tokens packed
-        # time-major: step t's tokens are those of the first n_t sorted rows.
-        alive = tf.reduce_sum(tf.cast(tf.gather(lengths, order)[None, :] > tf.range(steps)[:, None], tf.int32), 1)
-        rows = tf.gather(order, tf.ragged.range(alive).flat_values)
-        tokens = tf.gather_nd(sequences, tf.stack([rows, tf.repeat(tf.range(steps), alive)], axis=1))
+        batch = tf.shape(sequences)[0]
+        order, alive, rows, tokens = pack_by_length(sequences, mask)
 
         units = self.units
         kernel = tf.convert_to_tensor(cell.kernel)
@@ -125,14 +119,43 @@ class PackedGRU(keras.layers.GRU):
         compiles fixed shapes only (the active batch here shrinks), and
         where Keras uses cuDNN, which skips padding itself (a GPU, no
         recurrent dropout, reset_after)."""
-        # TF's own test for an XLA-compiled graph (jit_compile=True).
-        if control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
+        if in_xla_context():
             return True
         cudnn = self.use_cudnn in (True, "auto") and self.cell.reset_after and not self.cell.recurrent_dropout
         return cudnn and bool(tf.config.list_logical_devices("GPU"))
 
     def compute_mask(self, inputs, mask=None):
         return None
+
+
+def pack_by_length(sequences, mask):
+    """The real tokens of a batch, time-major over its rows sorted by length.
+
+    Args:
+      sequences: [B, L, ...].
+      mask: bool [B, L], True at real tokens, which precede the padding; or
+        None (every token is real).
+
+    Returns:
+      order: int [B], the rows sorted by length, longest first (stable).
+      alive: int [L], n_t, the number of sequences longer than t.
+      rows: int [N], each real token's row, N = sum_t n_t.
+      tokens: [N, ...], the real tokens: step t's are those of the first
+        n_t sorted rows, after step t - 1's.
+    """
+    batch, steps = tf.shape(sequences)[0], tf.shape(sequences)[1]
+    lengths = tf.fill([batch], steps) if mask is None else tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
+    order = tf.argsort(lengths, direction="DESCENDING", stable=True)
+    alive = tf.reduce_sum(tf.cast(tf.gather(lengths, order)[None, :] > tf.range(steps)[:, None], tf.int32), 1)
+    rows = tf.gather(order, tf.ragged.range(alive).flat_values)
+    tokens = tf.gather_nd(sequences, tf.stack([rows, tf.repeat(tf.range(steps), alive)], axis=1))
+    return order, alive, rows, tokens
+
+
+def in_xla_context():
+    """Whether the graph being built is compiled by XLA (jit_compile=True),
+    which needs fixed shapes: TF's own test."""
+    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
 def _masks(mask):

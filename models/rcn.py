@@ -208,7 +208,7 @@ class RecurrentCapsuleEncoder(keras.layers.Layer):
             embeddings = self.embedding_grus(inputs, mask=mask)  # eq. 5
             if t == self.recursions:
                 return self.routing(embeddings)  # eq. 8: v^(T+1)
-            # Two independent scans (all embedding GRUs, all mask GRUs), not
+            # Two independent loops (all embedding GRUs, all mask GRUs), not
             # one for both: TensorFlow runs them in parallel, and a fused scan
             # measured 1.3x slower on a 2-core CPU.
             candidates = self.mask_grus(inputs, mask=mask)  # eq. 6
@@ -283,8 +283,11 @@ PAPER_TRAINING = TrainConfig(
 # whose protocol clips at 2, and the literal routing produces gradient
 # spikes of 10^3-10^5 (against 20-60) that, unclipped, inflate Adam's second moment
 # for the rest of a short run (see docs/rcn.md). Batches group captions of
-# similar length (the paper draws random batches): 1.37x faster for the
-# RCN. "compare" runs the same for 6 epochs, the comparison of docs/rcn.md.
+# similar length (the paper draws random batches), which made the RCN 1.37x
+# faster while its GRUs computed every padded step; now that they compute
+# real words only (`CapsuleGRU`), grouping saves little, and it stays so
+# that runs compare with the recorded ones. "compare" runs the same for 6
+# epochs, the comparison of docs/rcn.md.
 QUICK = {
     "model.hinge": "sum",
     "model.embed_dim": 256,

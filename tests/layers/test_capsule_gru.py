@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from data.readers import load_precomp
 from layers.capsule_gru import CapsuleGRU
-from tests.helpers import run_layer_test
+from tests.helpers import EMBEDDED_DATA, run_layer_test
 
 RNG = np.random.default_rng(0)
 MASK = tf.constant([[True] * 5, [True, True, True, False, False], [True] * 4 + [False]])
@@ -28,6 +29,63 @@ def numpy_gru(kernel, recurrent_kernel, bias, sequence, valid, act):
         candidate = act(x @ w_h + (r * h) @ u_h + b_h)  # (3)
         h = (1 - z) * h + z * candidate  # (4)
     return h
+
+
+def padded_loop(layer, inputs, mask):
+    """Francis et al. eqs. 1-4 in TF, independently of the layer: a Python
+    loop over every capsule and every padded step, each state kept over
+    padding, whose autodiff gives the reference gradients. inputs
+    [B, L, F] or [B, N, L, F], mask [B, L]; returns [B, N, U]."""
+    act = {"tanh": tf.tanh, "sigmoid": tf.sigmoid}[layer.candidate_activation]
+    states = []
+    for n in range(layer.num_capsules):
+        w_z, w_r, w_h = tf.split(layer.kernel[n], 3, axis=1)
+        u_z, u_r, u_h = tf.split(layer.recurrent_kernel[n], 3, axis=1)
+        b_z, b_r, b_h = tf.split(layer.bias[n, 0], 3)
+        sequence = inputs[:, n] if len(inputs.shape) == 4 else inputs
+        h = tf.zeros([inputs.shape[0], layer.units])
+        for step in range(sequence.shape[1]):
+            x = sequence[:, step]
+            z = tf.sigmoid(x @ w_z + h @ u_z + b_z)  # (1)
+            r = tf.sigmoid(x @ w_r + h @ u_r + b_r)  # (2)
+            candidate = act(x @ w_h + (r * h) @ u_h + b_h)  # (3)
+            h = tf.where(mask[:, step, None], (1 - z) * h + z * candidate, h)  # (4)
+        states.append(h)
+    return tf.stack(states, axis=1)
+
+
+def real_captions(count, features, capsules=None):
+    """The first `count` dev captions of the embedded Flickr8k data (mixed
+    lengths, unsorted), a random vector per word, padded: words [B, L, F],
+    or [B, N, L, F] masked per capsule by random masks in (0, 1) as the
+    RCN's later passes read them, and mask [B, L]."""
+    captions = [c.lower().split() for c in load_precomp(EMBEDDED_DATA, "dev").captions[:count]]
+    vocabulary = sorted({w for c in captions for w in c})
+    vectors = dict(zip(vocabulary, RNG.normal(size=(len(vocabulary), features))))
+    steps = max(map(len, captions))
+    words, mask = np.zeros((count, steps, features)), np.zeros((count, steps), bool)
+    for b, caption in enumerate(captions):
+        words[b, : len(caption)], mask[b, : len(caption)] = [vectors[w] for w in caption], True
+    if capsules:
+        words = RNG.uniform(size=(count, capsules, 1, features)) * words[:, None]
+    return tf.constant(words, tf.float32), tf.constant(mask)
+
+
+def outputs_and_gradients(layer, function, inputs, mask):
+    with tf.GradientTape() as tape:
+        tape.watch(inputs)
+        outputs = function(inputs, mask)
+        weights = tf.cos(tf.range(outputs.shape[1] * outputs.shape[2], dtype=tf.float32))
+        loss = tf.reduce_sum(outputs * tf.reshape(weights, outputs.shape[1:]))
+    return outputs, [tf.convert_to_tensor(g) for g in tape.gradient(loss, [inputs, *layer.trainable_variables])]
+
+
+def assert_same(got, expected):
+    (outputs, gradients), (expected_outputs, expected_gradients) = got, expected
+    np.testing.assert_allclose(outputs, expected_outputs, atol=1e-5)
+    assert len(gradients) == len(expected_gradients) == 4
+    for gradient, expected_gradient in zip(gradients, expected_gradients):
+        np.testing.assert_allclose(gradient, expected_gradient, atol=1e-5)
 
 
 def with_random_bias(layer, inputs):
@@ -108,3 +166,36 @@ def test_capsules_start_from_different_weights():
     recurrent = layer.recurrent_kernel.numpy()[0]
     # Orthogonal per capsule, as a Keras GRU's recurrent kernel.
     np.testing.assert_allclose(recurrent @ recurrent.T, np.eye(6), atol=1e-5)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "sigmoid"])
+@pytest.mark.parametrize("capsules, per_capsule_inputs", [(1, False), (3, False), (3, True)])
+def test_outputs_and_gradients_equal_the_padded_loop_on_real_captions(activation, capsules, per_capsule_inputs):
+    """Computing real words only gives the padded computation's states and
+    gradients (inputs, kernels, biases) on real captions of mixed lengths,
+    in training (the written-out backward pass) and outside (autodiff of
+    the loop), and under tf.function with batches of other widths."""
+    inputs, mask = real_captions(12, 5, capsules if per_capsule_inputs else None)
+    layer = with_random_bias(CapsuleGRU(6, num_capsules=capsules, candidate_activation=activation), inputs)
+
+    def padded(x, m):
+        return padded_loop(layer, x, m)
+
+    expected = outputs_and_gradients(layer, padded, inputs, mask)
+    for training in (True, False):
+        assert_same(outputs_and_gradients(layer, lambda x, m: layer(x, m, training=training), inputs, mask), expected)
+    traced = tf.function(lambda x, m: layer(x, m, training=True), reduce_retracing=True)
+    # Three captions cut at 11 words, the last one empty (it keeps the
+    # initial zeros), then the whole batch.
+    narrower, with_empty = inputs[2:5, ..., :11, :], tf.concat([mask[2:4, :11], tf.zeros([1, 11], bool)], axis=0)
+    for x, m in ((narrower, with_empty), (inputs, mask)):
+        assert_same(outputs_and_gradients(layer, traced, x, m), outputs_and_gradients(layer, padded, x, m))
+
+
+def test_under_xla_the_padded_recurrence_computes_the_same():
+    """XLA compiles fixed shapes only: there the layer runs every padded step."""
+    inputs, mask = real_captions(12, 5, capsules=2)
+    layer = with_random_bias(CapsuleGRU(6, num_capsules=2, candidate_activation="sigmoid"), inputs)
+    compiled = tf.function(lambda x, m: outputs_and_gradients(layer, layer, x, m), jit_compile=True)
+    expected = outputs_and_gradients(layer, lambda x, m: padded_loop(layer, x, m), inputs, mask)
+    assert_same(compiled(inputs, mask), expected)

@@ -6,11 +6,12 @@ import tensorflow as tf
 from common.errors import InputError
 from data import pipeline, readers
 from engine.train_step import make_optimizer, make_train_step
+from layers.capsule_gru import CapsuleGRU
 from layers.capsule_mask_regularization import CapsuleMaskRegularization
 from models import registry
-from models.rcn import RecurrentCapsuleEncoder
+from models.rcn import ROUTINGS, RecurrentCapsuleEncoder
 from tests.helpers import EMBEDDED_DATA, run_layer_test
-from tests.layers.test_capsule_gru import numpy_gru
+from tests.layers.test_capsule_gru import numpy_gru, padded_loop
 from tests.layers.test_capsule_mask_regularization import numpy_eq_14
 from tests.layers.test_capsule_routing import numpy_routing
 from tests.models.test_registered_models import VOCABULARY, batch
@@ -102,6 +103,40 @@ def test_encoder_against_a_numpy_transcription_of_the_recursion(routing, regular
         np.testing.assert_allclose(output[b], embedding, rtol=1e-4, atol=1e-5)
     [loss] = encoder.losses
     np.testing.assert_allclose(loss, weight * np.mean(penalties), rtol=1e-4)
+
+
+@pytest.mark.parametrize("routing", ROUTINGS)
+def test_packed_capsule_grus_train_the_encoder_as_the_padded_loop_on_real_captions(routing, monkeypatch):
+    """In training on real captions of mixed lengths (all T + 1 passes, the
+    routing and the regulariser), the capsule GRUs computing real words
+    only give the encodings, loss and gradients (word vectors and every
+    weight) of the padded loop of eqs. 1-4 (`padded_loop`), at 1e-5."""
+    spec = registry.get("rcn")
+    config = spec.experiment("paper", ["model.word_dim=8", "model.embed_dim=16", f"model.routing={routing}"])
+    captions = readers.load_precomp(EMBEDDED_DATA, "dev").captions[:24]
+    vocabulary = ["<pad>", "<unk>", *sorted({w for c in captions for w in c.lower().split()})]
+    keras.utils.set_random_seed(0)
+    model = spec.build_model(config.model, vocabulary, image_dim=12)
+    token_ids = model.vectorizer(tf.constant(captions))
+    model.encode_text(token_ids)
+    encoder = model.sentence_encoder
+    for grus in (encoder.embedding_grus, encoder.mask_grus):
+        grus.bias.assign(RNG.normal(scale=0.5, size=grus.bias.shape))
+    variables = [model.word_embedding.embeddings, *encoder.trainable_variables]
+
+    def encodings_loss_and_gradients():
+        with tf.GradientTape() as tape:
+            encodings = model.encode_text(token_ids, training=True)
+            [regularizer] = model.losses
+            loss = tf.reduce_sum(encodings * tf.cos(tf.range(16, dtype=tf.float32))) + regularizer
+        return [encodings, loss, *(tf.convert_to_tensor(g) for g in tape.gradient(loss, variables))]
+
+    packed = encodings_loss_and_gradients()
+    monkeypatch.setattr(CapsuleGRU, "call", lambda self, inputs, mask=None, training=None: padded_loop(self, inputs, mask))
+    padded = encodings_loss_and_gradients()
+    assert len(packed) == len(padded) == 2 + 7
+    for got, expected in zip(packed, padded):
+        np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
 def test_no_regularizer_without_lambda():
