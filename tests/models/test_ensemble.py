@@ -191,3 +191,12 @@ def test_a_member_with_constant_scores_is_refused(trained, trained_fv, tmp_path,
     assert train.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert f"{zeroed}: its scores of the dev split are constant" in err and "\n" not in err
+
+
+def test_a_checkpoint_holds_every_member_weight(trained_ensemble, tmp_path):
+    # Members held in a Python list would be neither saved nor restored.
+    _, model = restore_model(trained_ensemble)
+    path = tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
+    stored = tf.train.load_checkpoint(path).get_variable_to_shape_map()
+    assert sum(1 for key in stored if key.startswith("model/")) == len(model.weights)
+    assert len(model.weights) == 3 + sum(len(m.weights) for m in model.members)
