@@ -62,6 +62,7 @@ import numpy as np
 from scipy import linalg
 from scipy.linalg import blas, lapack
 from scipy.sparse.linalg import LinearOperator, eigsh
+from threadpoolctl import threadpool_limits
 
 BASE_RIDGE = 1e-8
 BLOCK_ROWS = 1024  # rows per accumulated block, and the tile of the triangle copies
@@ -135,8 +136,9 @@ class RegularisedCCA:
             n += len(x)
             sum_x += x.sum(axis=0)
             sum_y += y.sum(axis=0)
-            blas.dsyrk(1.0, x.T, beta=1.0, c=xx, overwrite_c=1)
-            blas.dsyrk(1.0, y.T, beta=1.0, c=yy, overwrite_c=1)
+            with _one_blas_thread():
+                blas.dsyrk(1.0, x.T, beta=1.0, c=xx, overwrite_c=1)
+                blas.dsyrk(1.0, y.T, beta=1.0, c=yy, overwrite_c=1)
             blas.dgemm(1.0, x.T, y.T, beta=1.0, c=xy, trans_b=1, overwrite_c=1)
         if n < 2:
             raise ValueError(f"CCA needs at least 2 paired rows; got {n}")
@@ -184,7 +186,8 @@ class _LargerView:
         """(C + ridge I)^-1 rhs, a new [b, k] array."""
         ridge = _ridge(self.top_eigenvalue, eta)
         _lower_from_upper(self.matrix, self.diagonal + ridge)
-        factor, info = lapack.dpotrf(self.matrix, lower=1, clean=0, overwrite_a=1)
+        with _one_blas_thread():
+            factor, info = lapack.dpotrf(self.matrix, lower=1, clean=0, overwrite_a=1)
         if info:
             raise ValueError(f"the regularised covariance is not positive definite at eta={eta}; use a larger eta")
         solution, info = lapack.dpotrs(factor, np.array(rhs, order="F"), lower=1, overwrite_b=1)
@@ -198,6 +201,14 @@ def peak_bytes(p, q):
     block of rows of each view in float64 (not the caller's data)."""
     b, d = max(p, q), min(p, q)
     return 8 * (b * b + 2 * b * d + 12 * d * d + 2 * BLOCK_ROWS * (b + d))
+
+
+def _one_blas_thread():
+    """A context for dsyrk and dpotrf, which calls it: with more than one
+    thread, the dsyrk of OpenBLAS 0.3.30 and 0.3.31 (SciPy's and NumPy's
+    wheels) crashes (SIGSEGV) on its AVX-512 kernels from about 16,000
+    columns (this project's machine, with 2 threads); with one it does not."""
+    return threadpool_limits(1, user_api="blas")
 
 
 def _lower_from_upper(matrix, diagonal):
