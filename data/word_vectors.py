@@ -104,8 +104,8 @@ def _is_text_vector(line, dimension):
     return len(numbers) == dimension
 
 
-def lookup_vectors(vectors, tokens, dim):
-    """The vectors of `tokens`, zeros for tokens without one.
+def vector_rows(vectors, tokens, dim):
+    """Where the vectors of `tokens` are: their rows in `vectors.vectors`.
 
     Args:
       vectors: `KeyedVectors` (from `load_word_vectors` or `train_word2vec`).
@@ -114,8 +114,8 @@ def lookup_vectors(vectors, tokens, dim):
       dim: the model's word vector size; must equal the vectors' size.
 
     Returns:
-      (matrix float32 [len(tokens), dim], found bool [len(tokens)]). A
-      token is looked up as is, then lowercased.
+      int64 [len(tokens)]: the row of each token's vector, -1 for tokens
+      without one. A token is looked up as is, then lowercased.
     """
     if vectors.vector_size != dim:
         source = getattr(vectors, "source", "the given vectors")
@@ -123,13 +123,28 @@ def lookup_vectors(vectors, tokens, dim):
             f"word vectors in {source} have dimension {vectors.vector_size} but the model's word_dim is {dim} "
             f"(pass --set model.word_dim={vectors.vector_size})"
         )
-    matrix = np.zeros((len(tokens), dim), np.float32)
-    found = np.zeros(len(tokens), bool)
+    rows = np.full(len(tokens), -1, np.int64)
     for row, word in enumerate(tokens[2:], start=2):
         key = next((key for key in (word, word.lower()) if key in vectors.key_to_index), None)
         if key is not None:
-            matrix[row] = vectors[key]
-            found[row] = True
+            rows[row] = vectors.key_to_index[key]
+    return rows
+
+
+def lookup_vectors(vectors, tokens, dim):
+    """The vectors of `tokens`, zeros for tokens without one.
+
+    Args:
+      vectors, tokens, dim: as `vector_rows`.
+
+    Returns:
+      (matrix float32 [len(tokens), dim], found bool [len(tokens)]). A
+      token is looked up as is, then lowercased.
+    """
+    rows = vector_rows(vectors, tokens, dim)
+    found = rows >= 0
+    matrix = np.zeros((len(tokens), dim), np.float32)
+    matrix[found] = vectors.vectors[rows[found]]
     return matrix, found
 
 

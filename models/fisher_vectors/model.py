@@ -32,6 +32,14 @@ Readings where the paper is silent, from the authors' released code:
 - CCA: centred, ridge eta * lambda_max per view, all directions, scaled by
   the canonical correlations (`cca_weight_power` 1), cosine; eta from
   `cca_etas` by dev rsum ("selected ... based on the validation data").
+
+Memory at the paper's scale (GoogleNews: 3M words x 300): the word vectors
+are never copied whole. `set_word_vectors` keeps where each vocabulary
+word's vector is in the loaded file's array; the fit reads the seeded
+sample from it (ICA and the mixtures see the sample only, in float64, as
+FastICA and scikit-learn's GMM fit it; the EM holds it in float32, see
+`mixtures`), then writes the float32 word table into its weight block by
+block, unit-normalised and ICA-projected in float64 within a block.
 """
 
 import dataclasses
@@ -58,6 +66,8 @@ from models.fisher_vectors import cca, mixtures
 ENCODINGS = {"mean": (), "gmm": ("gaussian",), "lmm": ("laplacian",), "hglmm": ("hybrid",),
              "gmm-hglmm": ("gaussian", "hybrid")}
 DROPPED_TOKENS = ("'s",)
+# Vocabulary rows per block of the word table's projection.
+TABLE_BLOCK = 8192
 
 
 @dataclasses.dataclass
@@ -130,12 +140,13 @@ class FisherVectorModel(RetrievalModel):
         for i, _ in enumerate(policies):
             setattr(self, f"fisher_vector_{i}", FisherVector(config.num_components, config.word_dim, name=f"fv{i}"))
         self.policies = policies
-        sentence_dim = len(policies) * 2 * config.num_components * config.word_dim or config.word_dim
-        canonical_dim = min(sentence_dim, image_dim)
-        self.text_projection = CanonicalProjection(sentence_dim, canonical_dim, config.cca_weight_power, name="text_cca")
+        self.sentence_dim = len(policies) * 2 * config.num_components * config.word_dim or config.word_dim
+        canonical_dim = min(self.sentence_dim, image_dim)
+        self.text_projection = CanonicalProjection(self.sentence_dim, canonical_dim, config.cca_weight_power,
+                                                   name="text_cca")
         self.image_projection = CanonicalProjection(image_dim, canonical_dim, config.cca_weight_power, name="image_cca")
         self.similarity_layer = CosineSimilarity()
-        self._raw_vectors = None
+        self._word_vectors = None
 
     def sentence_vector(self, token_ids):
         """Mean Vec (unit) or the (concatenated) Fisher vector(s): [B, S]."""
@@ -163,39 +174,25 @@ class FisherVectorModel(RetrievalModel):
     def set_word_vectors(self, vectors, seed):
         from data import word_vectors  # gensim is slow to import; only here.
 
-        matrix, found = word_vectors.lookup_vectors(vectors, self.vectorizer.vocabulary, self.config.word_dim)
-        self._raw_vectors = (matrix.astype(np.float64), found)
-        return f"{int(found.sum())} of {len(found)} vocabulary words have a vector"
+        rows = word_vectors.vector_rows(vectors, self.vectorizer.vocabulary, self.config.word_dim)
+        self._word_vectors = (vectors.vectors, rows)  # not a copy: the table is written by the fit
+        return f"{int(np.sum(rows >= 0))} of {len(rows)} vocabulary words have a vector"
 
     def fit_split(self, train_split, dev_split, writer, seed=0):
         """ICA and mixtures on the word vectors, CCA on the training pairs,
         its ridge by dev rsum; returns what the fit chose."""
-        if self._raw_vectors is None:
-            raise InputError("model.word_vectors: no word vectors were set before fitting")
-        matrix, found = self._raw_vectors
-        vectors = _unit(matrix[found])
-        rng = np.random.default_rng(seed)
-        sample = vectors[rng.permutation(len(vectors))[: self.config.ica_sample]]
-        summary = {}
-        if self.config.ica:
-            from sklearn.decomposition import FastICA
+        sample = self.fit_word_table(seed)
+        summary = self.fit_mixtures(sample, seed, writer)
+        empty = 0
 
-            ica = FastICA(algorithm="deflation", fun="cube", whiten="unit-variance", random_state=seed, max_iter=1000)
-            ica.fit(sample)
-            vectors, sample = _unit(vectors @ ica.components_.T), _unit(sample @ ica.components_.T)
-        table = np.zeros_like(matrix)
-        table[found] = vectors
-        self.word_table.assign(table.astype(np.float32))
-        for i, policy in enumerate(self.policies):
-            mixture = _fit_mixture(sample, self.config, policy, seed, writer, f"em/{policy}_log_likelihood_per_word")
-            getattr(self, f"fisher_vector_{i}").set_mixture(mixture)
-            if policy == "hybrid":
-                summary["hglmm_laplacian_fraction"] = float(mixture.laplacian.mean())
-        encode = tf.function(lambda texts: self.sentence_vector(self.vectorizer(texts)), reduce_retracing=True)
-        sentences = _encode(encode, train_split.captions)
-        empty = int(np.sum(~sentences.any(axis=1)))
-        solver = cca.RegularisedCCA(sentences, train_split.images[train_split.caption_image])
-        dev_sentences = _encode(encode, dev_split.captions)
+        def training_pairs():  # streamed: the paper's sentence vectors of every caption would not fit
+            nonlocal empty
+            for rows, sentences in self.sentence_blocks(train_split.captions):
+                empty += int(np.sum(~sentences.any(axis=1)))
+                yield sentences, train_split.images[train_split.caption_image[rows]]
+
+        solver = cca.RegularisedCCA.from_blocks(training_pairs())
+        dev_sentences = self.sentence_vectors(dev_split.captions)
         best = None
         etas = self.config.cca_etas
         for step, eta in progress.bar(enumerate(etas), total=len(etas), desc="CCA ridge by dev rsum", unit="eta"):
@@ -214,6 +211,62 @@ class FisherVectorModel(RetrievalModel):
         self.image_projection.set_projection(projection.mean_y, projection.w_y, projection.correlations)
         summary.update(cca_eta=float(projection.eta), cca_dev_rsum=float(rsum), training_captions_without_known_word=empty)
         return summary
+
+    def fit_word_table(self, seed):
+        """Fits ICA on a seeded sample of the vocabulary's vectors (at most
+        `ica_sample`) and writes the word table: every vector unit, ICA
+        projected, unit. Returns the sample so projected, float64 [n, D]."""
+        if self._word_vectors is None:
+            raise InputError("model.word_vectors: no word vectors were set before fitting")
+        vectors, rows = self._word_vectors
+        found = np.flatnonzero(rows >= 0)
+        picked = found[np.random.default_rng(seed).permutation(len(found))[: self.config.ica_sample]]
+        raw_sample = vectors[rows[picked]]
+        unmixing = None
+        if self.config.ica:
+            from sklearn.decomposition import FastICA
+
+            ica = FastICA(algorithm="deflation", fun="cube", whiten="unit-variance", random_state=seed, max_iter=1000)
+            unmixing = ica.fit(_unit(raw_sample.astype(np.float64))).components_
+        # The table's weight, written in place block by block (assigning it
+        # whole would hold two more copies of it).
+        table = self.word_table.value
+        for start in range(0, len(rows), TABLE_BLOCK):
+            block_rows = rows[start : start + TABLE_BLOCK]
+            block = np.zeros((len(block_rows), self.config.word_dim), np.float32)
+            has_vector = block_rows >= 0
+            block[has_vector] = _projected(vectors[block_rows[has_vector]], unmixing)
+            table.scatter_update(tf.IndexedSlices(block, tf.range(start, start + len(block_rows))))
+        # Sparse writes leave a variable copying itself whole at every read
+        # (TensorFlow's copy-on-read mode); a read without a copy ends that.
+        table.read_value_no_copy()
+        return _projected(raw_sample, unmixing)
+
+    def fit_mixtures(self, sample, seed, writer):
+        """Fits the encoding's mixture(s) on `sample` and sets them; returns
+        what the fit chose."""
+        summary = {}
+        for i, policy in enumerate(self.policies):
+            mixture = _fit_mixture(sample, self.config, policy, seed, writer, f"em/{policy}_log_likelihood_per_word")
+            getattr(self, f"fisher_vector_{i}").set_mixture(mixture)
+            if policy == "hybrid":
+                summary["hglmm_laplacian_fraction"] = float(mixture.laplacian.mean())
+        return summary
+
+    def sentence_blocks(self, captions, batch_size=256):
+        """Yields (rows, their sentence vectors float32 [n, S]) over
+        `captions` (raw strings), a batch at a time."""
+        encode = tf.function(lambda texts: self.sentence_vector(self.vectorizer(texts)), reduce_retracing=True)
+        for start in progress.bar(range(0, len(captions), batch_size), desc="Fisher vectors of captions", unit="batch"):
+            rows = slice(start, start + batch_size)
+            yield rows, encode(tf.constant(captions[rows])).numpy()
+
+    def sentence_vectors(self, captions):
+        """The sentence vectors of `captions` (raw strings), float32 [N, S]."""
+        result = np.empty((len(captions), self.sentence_dim), np.float32)
+        for rows, sentences in self.sentence_blocks(captions):
+            result[rows] = sentences
+        return result
 
 
 def _fit_mixture(sample, config, policy, seed, writer, tag):
@@ -256,10 +309,11 @@ def _fit_gmm(sample, config, seed, log):
                             np.zeros_like(gmm.means_, dtype=bool))
 
 
-def _encode(function, captions, batch_size=256):
-    batches = progress.bar(range(0, len(captions), batch_size), desc="Fisher vectors of captions", unit="batch")
-    return np.concatenate([function(tf.constant(captions[a : a + batch_size])).numpy() for a in batches]).astype(
-        np.float64)
+def _projected(raw, unmixing):
+    """Word vectors as the encodings see them, float64: unit, then with ICA
+    (`unmixing`, or None) projected and unit again."""
+    vectors = _unit(raw.astype(np.float64))
+    return vectors if unmixing is None else _unit(vectors @ unmixing.T)
 
 
 def _unit(x):

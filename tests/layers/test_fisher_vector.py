@@ -1,6 +1,7 @@
 """FisherVector against a NumPy transcription of eqs. 4, 5, 10, 11 (with
-SciPy's densities for the posteriors), against the autodiff gradient of the
-log-likelihood, and on a hand-built case pinning sgn(0) = +1."""
+SciPy's densities for the posteriors) for several blocks of components,
+against the autodiff gradient of the log-likelihood, and on a hand-built
+case pinning sgn(0) = +1."""
 
 import math
 
@@ -71,16 +72,18 @@ def layer_with(mixture, **kwargs):
 
 def test_layer_contract():
     inputs, mask = sentences([7, 3, 1])
-    run_layer_test(FisherVector, {"num_components": K, "dim": D}, (tf.constant(inputs), tf.constant(mask)),
-                   expected_output_shape=(3, 2 * K * D))
+    run_layer_test(FisherVector, {"num_components": K, "dim": D, "component_block": 3},
+                   (tf.constant(inputs), tf.constant(mask)), expected_output_shape=(3, 2 * K * D))
 
 
+# Blocks of components: one at a time, 3 (K = 4 is not a multiple), all.
+@pytest.mark.parametrize("component_block", [1, 3, 4, 10])
 @pytest.mark.parametrize("laplacian", [False, True, None])  # GMM, LMM, HGLMM
-def test_eqs_4_5_10_11_then_power_and_l2_normalisation(laplacian):
+def test_eqs_4_5_10_11_then_power_and_l2_normalisation(laplacian, component_block):
     mixture = random_mixture(laplacian=laplacian)
     inputs, mask = sentences([7, 3, 1])
-    raw = layer_with(mixture, normalize=False)(inputs, mask).numpy()
-    normalised = layer_with(mixture)(inputs, mask).numpy()
+    raw = layer_with(mixture, normalize=False, component_block=component_block)(inputs, mask).numpy()
+    normalised = layer_with(mixture, component_block=component_block)(inputs, mask).numpy()
     for row, n in enumerate([7, 3, 1]):
         expected = numpy_fisher_vector(mixture, inputs[row, :n].astype(np.float64))
         np.testing.assert_allclose(raw[row], expected, rtol=1e-4, atol=1e-5)

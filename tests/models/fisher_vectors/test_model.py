@@ -1,8 +1,8 @@
 """The Fisher-vector models (Klein et al. 2015) fitted through train.py:
 the export on raw strings against a NumPy reference built from the raw
 word vectors (ICA by scikit-learn), the scikit-learn GMM path against
-scikit-learn and the GMM Fisher vector of Sanchez et al., dropped words,
-the fit's logs and results."""
+scikit-learn and the GMM Fisher vector of Sanchez et al., the word table
+written block by block, dropped words, the fit's logs and results."""
 
 import itertools
 import json
@@ -20,6 +20,7 @@ import train
 from data.readers import RetrievalSplit
 from data.tokenizer import tokenize_strings
 from data.vocabulary import Vocabulary
+from models.fisher_vectors import model as fv_model
 from models.fisher_vectors.mixtures import Mixture
 from models.fisher_vectors.model import FisherVectorModel, FVConfig
 from models.restore import restore_model
@@ -100,6 +101,29 @@ def fit_on_hand_made_words(encoding, seed):
 
     model.fit_split(split(30, 1), split(10, 2), tf.summary.create_noop_writer(), seed=seed)
     return model, words, unit(vectors)
+
+
+def test_the_word_table_is_written_block_by_block_as_the_numpy_reference(monkeypatch):
+    """Blocks of 7 rows (the table has 124: uneven); "zzzq" has no vector.
+    Reference: scikit-learn's FastICA with the model's settings on the
+    same seeded sample, its unmixing applied to every unit vector."""
+    monkeypatch.setattr(fv_model, "TABLE_BLOCK", 7)
+    words, vectors = hand_made_words()
+    keyed = KeyedVectors(4)
+    keyed.add_vectors(words, vectors.astype(np.float32))
+    config = FVConfig(encoding="hglmm", word_dim=4, num_components=3, ica_sample=50)
+    vocabulary = ["<pad>", "<unk>", *words[:60], "zzzq", *words[60:]]
+    model = FisherVectorModel(config, Vocabulary(vocabulary), image_dim=3)
+    model.set_word_vectors(keyed, seed=2)
+    sample = model.fit_word_table(seed=2)
+    raw = unit(vectors.astype(np.float32).astype(np.float64))
+    picked = np.random.default_rng(2).permutation(len(raw))[:50]
+    ica = FastICA(algorithm="deflation", fun="cube", whiten="unit-variance", random_state=2, max_iter=1000)
+    unmixing = ica.fit(raw[picked]).components_
+    expected = np.zeros((len(vocabulary), 4))
+    expected[[i for i, word in enumerate(vocabulary) if word in keyed.key_to_index]] = unit(raw @ unmixing.T)
+    np.testing.assert_allclose(model.word_table.numpy(), expected, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(sample, unit(raw[picked] @ unmixing.T), rtol=1e-12)
 
 
 def sanchez_gmm_fisher_vector(gmm, words):
