@@ -243,6 +243,8 @@ def test_every_documented_command_parses_and_names_existing_paths(page, command)
             for expanded in (sorted(_rel(Path(p)) for p in glob.glob(str(ROOT / word))) if "*" in word else [word])
             or [word]]
     module = importlib.import_module(module_name)
+    if hasattr(module, "__path__"):  # `python -m PACKAGE` runs PACKAGE/__main__.py
+        module = importlib.import_module(f"{module_name}.__main__")
     assert hasattr(module, "parse_args"), f"{where}: {module_name} has no parse_args(argv)"
     stderr = io.StringIO()
     try:

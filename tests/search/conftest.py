@@ -1,0 +1,42 @@
+"""Fixtures of the search tests: hand-built exports (`hand_exports`) and
+a folder of images to index."""
+
+import shutil
+
+import pytest
+
+from tests.helpers import EMBEDDED_IMAGES
+from tests.search.hand_exports import HandExport, png_bytes, save
+
+
+@pytest.fixture(scope="session")
+def exports(tmp_path_factory):
+    """{name: SavedModel path}: cosine, dot, pairwise, cosine-other (other
+    weights), text-only (no encode_image_bytes)."""
+    root = tmp_path_factory.mktemp("exports")
+    return {
+        "cosine": save(HandExport("cosine"), root / "cosine"),
+        "dot": save(HandExport("dot"), root / "dot"),
+        "pairwise": save(HandExport("pairwise"), root / "pairwise"),
+        "cosine-other": save(HandExport("cosine", seed=1), root / "cosine-other"),
+        "text-only": save(HandExport("cosine", images=False), root / "text-only"),
+    }
+
+
+@pytest.fixture(scope="session")
+def photos(tmp_path_factory):
+    """A folder of 11 images: the 8 embedded Flickr8k JPEGs (4 in `a/`, 4 in
+    `b/c/`), 3 PNGs (one `.PNG`), and files that must be left out or
+    skipped: a text file, a `.jpg` that is no image, an empty `.jpeg`."""
+    root = tmp_path_factory.mktemp("photos") / "photos"
+    jpegs = sorted(EMBEDDED_IMAGES.glob("*.jpg"))
+    for k, jpeg in enumerate(jpegs):
+        folder = root / ("a" if k < 4 else "b/c")
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(jpeg, folder / jpeg.name)
+    for k, name in enumerate(["p0.png", "p1.png", "b/P2.PNG"]):
+        (root / name).write_bytes(png_bytes(k))
+    (root / "notes.txt").write_text("not an image")
+    (root / "a" / "broken.jpg").write_bytes(b"this is not a JPEG")
+    (root / "empty.jpeg").write_bytes(b"")
+    return root
