@@ -1,0 +1,213 @@
+"""`python -m search index/query`: the printed results, --json, the --html
+page (opened in headless Chromium), and every bad input of the issue: one
+`error:` line and exit status 2, before any encoding, and an existing
+index never left half-overwritten."""
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from search import build, store
+from search.__main__ import main
+from tests.search.hand_exports import good_images
+
+
+def run(capsys, *argv):
+    """(exit status, stdout, stderr) of `python -m search ARGV`."""
+    status = main([str(word) for word in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def error_line(err):
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.fixture
+def image_index(exports, photos, tmp_path, capsys):
+    out = tmp_path / "photos.index"
+    status, printed, err = run(capsys, "index", "--saved-model", exports["cosine"], "--images", photos, "--out", out)
+    assert status == 0, err
+    assert printed == f"{out}: 11 images, 2 skipped (listed in index.json)\n"
+    assert "skipped a/broken.jpg: not a decodable JPEG/PNG image (Unknown image file format" in err
+    assert "skipped empty.jpeg: not a decodable JPEG/PNG image" in err
+    return out
+
+
+def test_query_prints_the_best_images_and_their_scores(image_index, exports, photos, capsys):
+    status, printed, _ = run(capsys, "query", image_index, "a dog runs on the beach", "--k", "3")
+    assert status == 0
+    lines = printed.splitlines()
+    assert [line.split()[0] for line in lines] == ["1", "2", "3"]
+    loaded = tf.saved_model.load(str(exports["cosine"]))
+    images = good_images(photos)
+    ids = sorted(images)
+    scores = loaded.similarity(loaded.encode_image_bytes(tf.constant([images[name] for name in ids])),
+                               loaded.encode_text(tf.constant(["a dog runs on the beach"]))).numpy()[:, 0]
+    best = np.argsort(-scores, kind="stable")[:3]
+    assert [line.split()[2] for line in lines] == [str(photos / ids[j]) for j in best]
+    np.testing.assert_allclose([float(line.split()[1]) for line in lines], scores[best], atol=1e-4)
+
+    status, printed, _ = run(capsys, "query", image_index, "a dog runs on the beach", "--k", "3", "--json")
+    results = json.loads(printed)["results"]
+    assert [result["item"] for result in results] == [str(photos / ids[j]) for j in best]
+    assert [result["id"] for result in results] == [ids[j] for j in best]
+
+
+def test_the_html_page_shows_the_thumbnails_in_headless_chromium(image_index, tmp_path, capsys):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("needs Chromium (Debian: apt-get install chromium)")
+    page = tmp_path / "page.html"
+    status, _, err = run(capsys, "query", image_index, "a dog runs on the beach", "--k", "5", "--html", page)
+    assert status == 0, err
+    # A copy of the page that records, once everything has loaded, which
+    # images the browser decoded (natural width > 0).
+    checked = tmp_path / "checked.html"
+    checked.write_text(page.read_text().replace("</body>", (
+        "<script>addEventListener('load', () => { document.body.dataset.loaded = "
+        "[...document.images].map(i => i.complete && i.naturalWidth > 0 ? 1 : 0).join(','); });</script></body>")))
+    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000",
+                          "--dump-dom", checked.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    loaded = re.search(r'data-loaded="([01,]*)"', dom)
+    assert loaded, dom[:2000]
+    assert loaded.group(1) == "1,1,1,1,1"
+    assert len(re.findall(r'<figure class="result"', dom)) == 5
+
+
+def test_an_image_queries_a_caption_index(exports, photos, tmp_path, capsys):
+    captions = tmp_path / "captions.txt"
+    captions.write_text("a dog runs\na girl in a pink dress\nsnow and mountains\n")
+    out = tmp_path / "captions.index"
+    assert run(capsys, "index", "--saved-model", exports["cosine"], "--captions", captions, "--out", out)[0] == 0
+    status, printed, err = run(capsys, "query", out, "--image", photos / "p0.png", "--k", "2", "--json")
+    assert status == 0, err
+    results = json.loads(printed)["results"]
+    assert len(results) == 2
+    assert {result["item"] for result in results} <= {"a dog runs", "a girl in a pink dress", "snow and mountains"}
+    page = tmp_path / "page.html"
+    assert run(capsys, "query", out, "--image", photos / "p0.png", "--html", page)[0] == 0
+    assert (photos / "p0.png").resolve().as_uri() in page.read_text()
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+
+def index_argv(exports, source, out, model="cosine"):
+    return ["index", "--saved-model", exports[model], *source, "--out", out]
+
+
+def test_a_missing_or_empty_image_folder(exports, tmp_path, capsys):
+    status, _, err = run(capsys, *index_argv(exports, ["--images", tmp_path / "nowhere"], tmp_path / "i"))
+    assert status == 2 and error_line(err) == f"error: --images {tmp_path / 'nowhere'}: no such folder"
+    empty = tmp_path / "empty"
+    (empty / "sub").mkdir(parents=True)
+    (empty / "sub" / "notes.txt").write_text("no image")
+    status, _, err = run(capsys, *index_argv(exports, ["--images", empty], tmp_path / "i"))
+    assert status == 2 and error_line(err) == (f"error: --images {empty}: holds no JPEG or PNG image "
+                                               "(.jpg, .jpeg, .png, in any sub-folder)")
+    assert not (tmp_path / "i").exists() and not (tmp_path / "i.partial").exists()
+
+
+def test_a_model_without_the_image_signature_cannot_index_images(exports, photos, tmp_path, capsys):
+    status, _, err = run(capsys, *index_argv(exports, ["--images", photos], tmp_path / "i", model="text-only"))
+    assert status == 2
+    assert error_line(err) == (f"error: --images: the SavedModel {exports['text-only']} takes precomputed image "
+                               "features only (it has no encode_image_bytes signature); export a run whose "
+                               "features have a known backbone to index or query with images")
+    assert not (tmp_path / "i.partial").exists()
+
+
+def test_a_caption_file_with_an_empty_line(exports, tmp_path, capsys):
+    captions = tmp_path / "captions.txt"
+    captions.write_text("a dog runs\n\nsnow\n")
+    status, _, err = run(capsys, *index_argv(exports, ["--captions", captions], tmp_path / "i"))
+    assert status == 2 and error_line(err) == f"error: {captions}: line 2 is an empty caption"
+
+
+def test_an_out_that_is_not_an_index(exports, photos, tmp_path, capsys):
+    file = tmp_path / "file"
+    file.write_text("mine")
+    status, _, err = run(capsys, *index_argv(exports, ["--images", photos], file))
+    assert status == 2 and error_line(err) == f"error: --out {file}: exists and is not an index (a file)"
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "thesis.tex").write_text("mine")
+    status, _, err = run(capsys, *index_argv(exports, ["--images", photos], folder))
+    assert status == 2 and error_line(err) == (f"error: --out {folder}: exists and is not an index (a folder "
+                                               "without index.json); choose a new name")
+    assert file.read_text() == "mine" and sorted(p.name for p in folder.iterdir()) == ["thesis.tex"]
+
+
+def test_an_index_queried_with_another_model(image_index, exports, capsys):
+    status, _, err = run(capsys, "query", image_index, "a dog", "--saved-model", exports["cosine-other"])
+    assert status == 2
+    assert re.fullmatch(rf"error: {re.escape(str(image_index))}: built with another model \({re.escape(str(exports['cosine']))}, "
+                        rf"fingerprint [\d/]+\); {re.escape(str(exports['cosine-other']))} has fingerprint [\d/]+",
+                        error_line(err))
+
+
+def test_a_truncated_shard(image_index, capsys):
+    (shard,) = image_index.glob("shard-*.npz")
+    size = shard.stat().st_size
+    shard.write_bytes(shard.read_bytes()[: size // 2])
+    status, _, err = run(capsys, "query", image_index, "a dog")
+    assert status == 2 and error_line(err) == (f"error: {shard}: damaged shard ({size // 2} bytes; the index wrote "
+                                               f"{size}); build the index again")
+
+
+def test_a_corrupted_shard(image_index, capsys):
+    """Same size, one byte of the encodings changed: the zip's CRC finds it."""
+    (shard,) = image_index.glob("shard-*.npz")
+    data = bytearray(shard.read_bytes())
+    start = data.index(b"encodings.npy") + 200  # inside that member's data
+    data[start] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    status, _, err = run(capsys, "query", image_index, "a dog")
+    assert status == 2
+    assert re.fullmatch(rf"error: {re.escape(str(shard))}: damaged shard \(.*\); build the index again",
+                        error_line(err))
+
+
+def test_an_index_of_the_other_kind_or_no_query(image_index, photos, tmp_path, capsys):
+    status, _, err = run(capsys, "query", image_index, "--image", photos / "p0.png")
+    assert status == 2 and error_line(err) == f"error: {image_index}: an index of images; query it with a text"
+    status, _, err = run(capsys, "query", image_index)
+    assert status == 2 and error_line(err) == ("error: give a query text (an index of images) or --image FILE "
+                                               "(an index of captions)")
+    status, _, err = run(capsys, "query", tmp_path / "nowhere", "a dog")
+    assert status == 2 and error_line(err) == f"error: {tmp_path / 'nowhere'}: no such index (not a folder)"
+
+
+def test_an_interrupted_rebuild_leaves_the_existing_index_whole(image_index, exports, photos, capsys, monkeypatch):
+    before = {path.name: path.read_bytes() for path in image_index.iterdir()}
+    _, expected, _ = run(capsys, "query", image_index, "a dog", "--json")
+    real_encode = build.Source.encode
+    calls = []
+
+    def encode(source, ids):
+        calls.append(ids)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_encode(source, ids)
+
+    monkeypatch.setattr(build, "IMAGE_BATCH", 3)
+    monkeypatch.setattr(build.Source, "encode", encode)
+    status, _, err = run(capsys, *index_argv(exports, ["--images", photos], image_index))
+    assert status == 130
+    assert err.strip().endswith(f"interrupted: 0 of 13 images are kept in {store.staging_dir(image_index)}; "
+                                "the same command resumes from there")
+    assert {path.name: path.read_bytes() for path in image_index.iterdir()} == before
+    assert run(capsys, "query", image_index, "a dog", "--json")[1] == expected
+    monkeypatch.setattr(build.Source, "encode", real_encode)
+    assert run(capsys, *index_argv(exports, ["--images", photos], image_index, model="dot"))[0] == 0
+    assert json.loads(Path(image_index / "index.json").read_text())["model"]["metric"] == "dot"
+    assert not store.staging_dir(image_index).exists()
