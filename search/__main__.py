@@ -63,18 +63,13 @@ def _run(args):
 
 
 def _index(args):
-    from search import store
-    from search.index import Index
+    from search import build, store
     from search.model import SearchModel
 
-    store.check_out(args.out)
-    index = Index.build(SearchModel(args.saved_model), args.out, args.images, args.captions, args.approximate)
-    skipped = index.manifest["skipped"]
-    for path, reason in skipped:
-        print(f"skipped {path}: {reason}", file=sys.stderr)
-    approximate = " and an approximate index" if index.manifest["approximate"] else ""
-    print(f"{args.out}: {len(index)} {index.kind}{approximate}"
-          f"{f', {len(skipped)} skipped (listed in index.json)' if skipped else ''}")
+    store.check_out(args.out)  # before the model loads
+    manifest = build.build_index(SearchModel(args.saved_model), args.out, args.images, args.captions,
+                                 args.approximate)
+    build.report(args.out, manifest)
     return 0
 
 

@@ -1,10 +1,10 @@
 """The approximate index: faiss' inverted file over the encodings.
 
-faiss-cpu (Meta's library, on PyPI with wheels for every platform the zoo
-runs on, and needing nothing but NumPy) rather than ScaNN: ScaNN's wheels
-are Linux-only and its releases lag new Python versions, while faiss has
-the plain IVF index whose one knob (`nprobe`) trades recall for speed in
-a way that is easy to state and to measure.
+faiss-cpu (Meta's library; on PyPI with wheels for Linux, macOS and
+Windows that need nothing but NumPy) rather than ScaNN, whose wheels are
+built for Linux only: the zoo runs wherever TensorFlow does. faiss' plain
+inverted-file index has one knob (`nprobe`) that trades recall for speed
+in a way that is easy to state and to measure.
 
 `IndexIVFFlat` with the inner product: `nlist` k-means cells (about
 4·√n), every encoding stored exactly in its cell, and a query scores the
@@ -64,8 +64,7 @@ def build(encodings_blocks, items, metric, nlist=None, nprobe=DEFAULT_NPROBE, se
       items: their total number.
       metric: "dot" or "cosine".
     """
-    import faiss
-
+    faiss = _faiss()
     nlist = nlist or cells(items)
     sample_size = min(items, nlist * TRAINING_POINTS_PER_CELL)
     chosen = np.sort(np.random.default_rng(seed).choice(items, sample_size, replace=False))
@@ -97,11 +96,10 @@ def build_for_index(shard_paths, items, manifest, choice):
     """Builds, writes and describes (the manifest's `approximate` entry)
     the approximate index of a finished build's shards, or returns None
     when `choice` does not want one (`wanted`)."""
-    import faiss
-
     metric = manifest["model"]["metric"]
     if not wanted(choice, items, metric):
         return None
+    faiss = _faiss()
 
     def blocks():
         return (read_shard(path, ("encodings",))["encodings"] for path in shard_paths)
@@ -116,14 +114,21 @@ def build_for_index(shard_paths, items, manifest, choice):
 
 
 def load(folder, entry):
-    import faiss
-
+    faiss = _faiss()
     path = Path(folder) / entry["file"]
     try:
         return faiss.read_index(str(path))
     except RuntimeError as error:
         raise InputError(f"{path}: damaged approximate index ({str(error).splitlines()[0]}); "
                          "build the index again") from None
+
+
+def _faiss():
+    """The faiss module, imported on first use: it takes half a second to
+    load, and most indexes have no approximate index."""
+    import faiss
+
+    return faiss
 
 
 def _prepared(encodings, metric):

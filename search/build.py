@@ -154,3 +154,13 @@ def build_index(model, out, images=None, captions=None, approximate_choice="auto
     return store.finish(staging, out, lambda paths, items, finished: approximate.build_for_index(
         paths, items, finished, approximate_choice))
 
+
+
+def report(out, manifest):
+    """Prints what a build made: the skipped files (stderr), then one line
+    (stdout)."""
+    for path, reason in manifest["skipped"]:
+        print(f"skipped {path}: {reason}", file=sys.stderr)
+    approximate_index = " and an approximate index" if manifest["approximate"] else ""
+    skipped = f", {len(manifest['skipped'])} skipped (listed in index.json)" if manifest["skipped"] else ""
+    print(f"{out}: {manifest['items']} {manifest['kind']}{approximate_index}{skipped}")
