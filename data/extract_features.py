@@ -2,7 +2,8 @@
 
     python -m data.extract_features --images DIR --flickr-text DIR --out DIR
     python -m data.extract_features --images DIR --karpathy dataset_coco.json --out DIR
-        [--splits train,dev,test] [--backbone resnet152|vgg16|vgg19|tfhub:HANDLE] [--crops 10|1]
+        [--splits train,dev,test] [--backbone resnet152|vgg16|vgg19|efficientnet-lite0|tfhub:HANDLE]
+        [--crops 10|2|1]
         [--weights imagenet|none|PATH] [--batch-size 16] [--stages]
 
 The captions and the split of each image come from the Flickr8k text release
@@ -10,14 +11,25 @@ The captions and the split of each image come from the Flickr8k text release
 or COCO, whose file names include `train2014/` or `val2014/`); image files are
 looked up relative to `--images`. Each split is written to `--out` as
 `{split}_ims.npy` (one float32 row per image), `{split}_caps.txt` and
-`{split}_ids.txt`, which `train.py --data` reads.
+`{split}_ids.txt`, which `train.py --data` reads, and `provenance.json`,
+how the features were made (`data.provenance`): training records it, the
+evaluation checks it and the export rebuilds the backbone from it.
 
 Features, as in the papers: ResNet-152's global average pool (2048-d) or
 VGG's fc7, the `fc2` layer (4096-d), with each backbone's own ImageNet
 preprocessing. With 10 crops (the default, the papers' protocol) each image
 is resized to 256x256 and the features of the 224x224 crops at its four
 corners and centre, and of their horizontal mirrors, are averaged; with 1
-crop the whole image is resized to 224x224. The aspect ratio is not kept.
+crop the whole image is resized to 224x224; with 2, the 224x224 image and
+its horizontal mirror. The aspect ratio is not kept. JPEGs are decoded with
+libjpeg's accurate integer DCT, as PIL decodes them.
+
+`--backbone efficientnet-lite0` is the CNN of the embedded Flickr8k
+features (`data/efficientnet_lite0/`: its ImageNet weights, converted from
+PyTorch): by default the image and its mirror, scaled as (x - 127) / 128,
+the global average of its 1280-d head, so the features are the ones the
+embedded models read; with `--stages`, the spatial means of its 18 stages
+as the embedded `{split}_stages.npy`.
 
 `--backbone tfhub:HANDLE` runs a TensorFlow Hub image feature-vector
 module instead: a tfhub.dev / Kaggle Models handle (downloaded by
@@ -31,7 +43,7 @@ Inception) gets each 224x224 crop resized to that size (bilinear,
 antialiased); a module that does not return [B, F] vectors (feature maps
 [B, H, W, C], say) is refused in one line naming its output shape.
 
-With `--stages` (VGG backbones) the raw material of a Full-Network Embedding
+With `--stages` (VGG backbones; EfficientNet-Lite0 above) the raw material of a Full-Network Embedding
 (Garcia-Gasulla et al. 2018; Vilalta et al. 2018, Sec. 3.1) is written too:
 `{split}_stages.npy`, the spatial average of every convolutional layer's
 output and the fully connected fc1 and fc2 outputs, concatenated (VGG16:
@@ -52,7 +64,7 @@ from pathlib import Path
 
 from common import files
 from common.errors import InputError, run_command
-from data import readers
+from data import provenance, readers
 
 log = logging.getLogger("extract_features")
 
@@ -66,13 +78,17 @@ def parse_args(argv):
     source.add_argument("--karpathy", help="Karpathy's dataset_{flickr8k,flickr30k,coco}.json")
     parser.add_argument("--splits", default="train,dev,test", help="comma-separated splits to extract")
     parser.add_argument("--backbone", default="resnet152",
-                        help="resnet152, vgg16, vgg19, or tfhub:HANDLE_OR_PATH (default: %(default)s)")
-    parser.add_argument("--crops", type=int, default=10, choices=(1, 10), help="10: the papers' 10-crop average")
+                        help="resnet152, vgg16, vgg19, efficientnet-lite0 (the CNN of the embedded features), "
+                        "or tfhub:HANDLE_OR_PATH (default: %(default)s)")
+    parser.add_argument("--crops", type=int, choices=(1, 2, 10),
+                        help="views averaged: 10, the papers' 10 crops (the default); 2, the image and its mirror "
+                        "(the default of efficientnet-lite0, as the embedded features); 1, the image")
     parser.add_argument("--weights", default="imagenet", help="imagenet, none (random, for tests) or a weights file")
     parser.add_argument("--batch-size", type=_positive_int, default=16, help="images per forward pass")
     parser.add_argument("--quiet", action="store_true", help="no progress bar (there is none when stderr is not a terminal)")
     parser.add_argument("--stages", action="store_true",
-                        help="also write every layer's features ({split}_stages.npy, stages.json) for the Full-Network Embedding")
+                        help="also write every layer's features ({split}_stages.npy, stages.json) for the Full-Network "
+                        "Embedding (efficientnet-lite0, vgg16, vgg19)")
     return parser.parse_args(argv)
 
 
@@ -109,20 +125,20 @@ def _run(args):
         if missing is not None:
             raise InputError(f"{images / missing}: image of split {split} not found")
         splits[split] = data
-    if args.stages and args.backbone not in ("vgg16", "vgg19"):
-        raise InputError("--stages needs a VGG backbone (convolutions followed by fc1, fc2): --backbone vgg16 or vgg19")
-    model, preprocess = image_features.build_backbone(args.backbone, args.weights)
+    if args.stages and args.backbone not in ("vgg16", "vgg19", image_features.EFFICIENTNET_LITE0):
+        raise InputError(f"--stages needs a backbone with stages: --backbone {image_features.EFFICIENTNET_LITE0}, "
+                         "vgg16 or vgg19")
+    crops = args.crops or (image_features.EFFICIENTNET_LITE0_CROPS if args.backbone == image_features.EFFICIENTNET_LITE0
+                           else image_features.DEFAULT_CROPS)
     layout = None
     if args.stages:
-        feature_layer = image_features.BACKBONES[args.backbone].feature_layer
-        model, layout = image_features.full_network(model, feature_layer)
-        # The usual features ({split}_ims.npy) are the feature layer's block.
-        position = [entry["name"] for entry in layout].index(feature_layer)
-        start = sum(entry["dim"] for entry in layout[:position])
-        feature_slice = slice(start, start + layout[position]["dim"])
-    extract = image_features.FeatureExtractor(model, preprocess, args.crops)
+        # The usual features ({split}_ims.npy) are a slice of every stage's.
+        model, preprocess, layout, feature_slice = image_features.full_network(args.backbone, args.weights)
+    else:
+        model, preprocess = image_features.build_backbone(args.backbone, args.weights)
+    extract = image_features.FeatureExtractor(model, preprocess, crops)
     for split, data in splits.items():
-        log.info("%s: %d images, %s, %d crop(s)", split, len(data.image_files), args.backbone, args.crops)
+        log.info("%s: %d images, %s, %d crop(s)", split, len(data.image_files), args.backbone, crops)
         paths = [images / name for name in data.image_files]
         features = extract(paths, args.batch_size)
         if layout is not None:
@@ -133,6 +149,7 @@ def _run(args):
     if layout is not None:
         text = json.dumps({"backbone": f"{args.backbone} ({args.weights})", "layers": layout}, indent=1)
         files.atomic_write(Path(args.out) / "stages.json", lambda f: f.write(text.encode("utf-8")))
+    provenance.write(args.out, provenance.describe(args.backbone, args.weights, crops, args.stages))
     return 0
 
 

@@ -1,7 +1,10 @@
 """CNN image features: the backbones of `python -m data.extract_features`
-(keras.applications networks or TF Hub modules), their 10-crop protocol,
-the per-layer features of a Full-Network Embedding, and the extractor that
-runs them over image files. See data/extract_features.py for the protocol.
+(the embedded features' EfficientNet-Lite0, keras.applications networks or
+TF Hub modules), their views (1 image, the image and its mirror, or 10
+crops), the per-layer features of a Full-Network Embedding, and the
+extractor that runs them over image files or encoded images, also rebuilt
+from a folder's recorded provenance (`from_provenance`, for the exports
+that take images). See data/extract_features.py for the protocol.
 """
 
 import dataclasses
@@ -15,6 +18,7 @@ import tensorflow as tf
 
 from common import progress
 from common.errors import InputError
+from data import efficientnet_lite
 
 CROP = 224
 RESIZE = 256  # the side of the image the 10 crops are cut from
@@ -48,21 +52,32 @@ BACKBONES = {
 
 
 TFHUB_PREFIX = "tfhub:"
+# The CNN of the embedded Flickr8k features, with its ImageNet weights
+# converted from PyTorch by tools/convert_efficientnet_lite0.py.
+EFFICIENTNET_LITE0 = "efficientnet-lite0"
+EFFICIENTNET_LITE0_WEIGHTS = Path(__file__).resolve().parent / "efficientnet_lite0" / "efficientnet_lite0.weights.h5"
+# The views each backbone's features average by default: the papers' 10
+# crops, the embedded features' image and mirror.
+DEFAULT_CROPS = 10
+EFFICIENTNET_LITE0_CROPS = 2
 
 
 def check_backbone_name(name):
-    """InputError unless `name` is a key of `BACKBONES` or "tfhub:" and a
-    handle."""
-    if name not in BACKBONES and not (name.startswith(TFHUB_PREFIX) and len(name) > len(TFHUB_PREFIX)):
-        raise InputError(f"--backbone {name!r}: choose {', '.join(sorted(BACKBONES))} or {TFHUB_PREFIX}HANDLE")
+    """InputError unless `name` is a key of `BACKBONES`, "efficientnet-lite0"
+    or "tfhub:" and a handle."""
+    if name not in (*BACKBONES, EFFICIENTNET_LITE0) and not (
+        name.startswith(TFHUB_PREFIX) and len(name) > len(TFHUB_PREFIX)
+    ):
+        raise InputError(f"--backbone {name!r}: choose {', '.join(sorted([*BACKBONES, EFFICIENTNET_LITE0]))} "
+                         f"or {TFHUB_PREFIX}HANDLE")
 
 
 def build_backbone(name, weights="imagenet"):
     """The feature extractor of a backbone.
 
     Args:
-      name: a key of `BACKBONES`, or "tfhub:" and a TF Hub handle or module
-        directory (`hub_backbone`).
+      name: a key of `BACKBONES`, "efficientnet-lite0", or "tfhub:" and a
+        TF Hub handle or module directory (`hub_backbone`).
       weights: "imagenet", "none" (random, for tests) or the path of a Keras
         weights file of the whole network (e.g. the ImageNet file).
 
@@ -75,6 +90,10 @@ def build_backbone(name, weights="imagenet"):
         if weights != "imagenet":
             raise InputError("--weights applies to the keras.applications backbones; a TF Hub module holds its own")
         return hub_backbone(name[len(TFHUB_PREFIX):]), lambda images: images / 255.0
+    if name == EFFICIENTNET_LITE0:
+        stages = efficientnet_lite_stages(weights)
+        head_mean = keras.layers.GlobalAveragePooling2D(name="head_mean")(stages.output[-1])
+        return keras.Model(stages.input, head_mean), _scale_efficientnet_lite
     backbone = BACKBONES[name]
     module, constructor = backbone.application
     application = getattr(keras.applications, module)
@@ -95,6 +114,24 @@ def build_backbone(name, weights="imagenet"):
         raise InputError(f"--weights {weights}: not a weights file of {name} ({reason})") from None
     features = keras.Model(model.input, model.get_layer(backbone.feature_layer).output)
     return features, application.preprocess_input
+
+
+def _scale_efficientnet_lite(images):
+    return (images - 127.0) / 128.0
+
+
+def efficientnet_lite_stages(weights="imagenet"):
+    """EfficientNet-Lite0 (`data.efficientnet_lite`) at 224x224 with the
+    shipped ImageNet weights ("imagenet"), random ones ("none") or a
+    `.weights.h5` file of it; outputs its 18 stage maps."""
+    if weights not in ("imagenet", "none") and not Path(weights).is_file():
+        raise InputError(f"--weights {weights}: file not found")
+    path = {"imagenet": EFFICIENTNET_LITE0_WEIGHTS, "none": None}.get(weights, weights)
+    try:
+        return efficientnet_lite.efficientnet_lite0(path, (CROP, CROP, 3))
+    except ValueError as error:
+        raise InputError(f"--weights {weights}: not a weights file of {EFFICIENTNET_LITE0} "
+                         f"({str(error).splitlines()[0][:200]})") from None
 
 
 def hub_backbone(handle):
@@ -202,18 +239,36 @@ def _first_line(error):
     return text.splitlines()[0][:300] if text else type(error).__name__
 
 
-def full_network(features_model, feature_layer):
-    """The Full-Network Embedding's raw features of a VGG feature model.
+def full_network(name, weights="imagenet"):
+    """The Full-Network Embedding's raw features of a backbone: every
+    stage's output spatially averaged, concatenated.
 
     Args:
-      features_model: from `build_backbone` (input to fc2).
-      feature_layer: the name of its usual feature layer.
+      name: "efficientnet-lite0" (the stem, the 16 blocks and the head, as
+        the embedded `stages.json`) or a VGG key of `BACKBONES` (every
+        convolution, then fc1 and fc2).
+      weights: as `build_backbone`'s.
 
     Returns:
-      (model, layout): the model maps crops to [B, F] features (every
-      convolution's output spatially averaged, then fc1 and fc2); layout is
-      [{"name", "dim"}] per layer, in that order.
+      (model, preprocess, layout, ims): the model maps preprocessed crops
+      to [B, F], `preprocess` as `build_backbone`'s; layout is
+      [{"name", "dim"}] per layer, in that order; `ims` is the slice of F
+      that is the backbone's usual feature (`build_backbone`'s).
     """
+    if name == EFFICIENTNET_LITE0:
+        stages = efficientnet_lite_stages(weights)
+        means = [keras.layers.GlobalAveragePooling2D(name=f"{stage}_mean")(output)
+                 for stage, output in zip(efficientnet_lite.stage_names(), stages.output)]
+        layout = [{"name": stage, "dim": int(output.shape[-1])}
+                  for stage, output in zip(efficientnet_lite.stage_names(), stages.output)]
+        head = layout[-1]["dim"]
+        total = sum(entry["dim"] for entry in layout)
+        model = keras.Model(stages.input, keras.layers.Concatenate()(means))
+        return model, _scale_efficientnet_lite, layout, slice(total - head, total)
+    if name not in ("vgg16", "vgg19"):
+        raise InputError(f"--stages needs a backbone with stages: {EFFICIENTNET_LITE0}, vgg16 or vgg19; got {name}")
+    features_model, preprocess = build_backbone(name, weights)
+    feature_layer = BACKBONES[name].feature_layer
     layers = [layer for layer in features_model.layers if isinstance(layer, keras.layers.Conv2D)]
     layers += [layer for layer in features_model.layers if layer.name in ("fc1", "fc2")]
     if not any(layer.name == feature_layer for layer in layers):
@@ -225,14 +280,50 @@ def full_network(features_model, feature_layer):
         for layer in layers
     ]
     model = keras.Model(features_model.input, keras.layers.Concatenate()(outputs))
-    return model, [{"name": layer.name, "dim": int(layer.output.shape[-1])} for layer in layers]
+    layout = [{"name": layer.name, "dim": int(layer.output.shape[-1])} for layer in layers]
+    position = [entry["name"] for entry in layout].index(feature_layer)
+    start = sum(entry["dim"] for entry in layout[:position])
+    return model, preprocess, layout, slice(start, start + layout[position]["dim"])
+
+
+def decode_image(contents, size):
+    """Decodes one encoded image (JPEG, PNG, GIF or BMP bytes) as float32
+    RGB [size, size, 3] in [0, 255] (graph-safe; a corrupt or non-image
+    input fails with TensorFlow's InvalidArgumentError)."""
+    # JPEGs by libjpeg's accurate integer DCT, as PIL decodes them (and as
+    # the embedded features were made): TensorFlow's default fast DCT moves
+    # EfficientNet-Lite0's features by 8%.
+    image = tf.cond(
+        tf.io.is_jpeg(contents),
+        lambda: tf.io.decode_jpeg(contents, channels=3, dct_method="INTEGER_ACCURATE"),
+        lambda: tf.io.decode_image(contents, channels=3, expand_animations=False),
+    )
+    # Antialiasing keeps downscaled photos from aliasing, as PIL's resize does.
+    return tf.image.resize(image, (size, size), antialias=True)
 
 
 def load_image(path, size):
     """Reads an image file as float32 RGB [size, size, 3] in [0, 255] (graph-safe)."""
-    image = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
-    # Antialiasing keeps downscaled photos from aliasing, as PIL's resize does.
-    return tf.image.resize(image, (size, size), antialias=True)
+    return decode_image(tf.io.read_file(path), size)
+
+
+def views(images, crops):
+    """The views of each image whose features are averaged.
+
+    Args:
+      images: [B, H, W, C], resized to 224x224 (1 or 2 views) or 256x256
+        (10 views).
+      crops: 1 (the image), 2 (the image and its horizontal mirror) or 10
+        (`ten_crops`).
+
+    Returns:
+      [B, crops, 224, 224, C].
+    """
+    if crops == 10:
+        return ten_crops(images, CROP)
+    if crops == 2:
+        return tf.stack([images, tf.reverse(images, axis=[2])], axis=1)
+    return images[:, None]
 
 
 def ten_crops(images, size):
@@ -254,18 +345,26 @@ def ten_crops(images, size):
     return tf.stack(crops, axis=1)
 
 
-class FeatureExtractor:
-    """Features of image files, averaged over their crops.
+class FeatureExtractor(tf.Module):
+    """Features of images, averaged over their views.
 
     Args:
-      model, preprocess: from `build_backbone`.
-      crops: 10 (resize to 256x256, `ten_crops`) or 1 (resize to 224x224).
+      model, preprocess: from `build_backbone` (or `full_network`).
+      crops: 10 (resize to 256x256, `ten_crops`), 2 (resize to 224x224,
+        the image and its mirror) or 1 (resize to 224x224).
 
-    Call with (paths, batch_size) -> float32 [len(paths), F], in path order.
+    Call with (paths, batch_size) -> float32 [len(paths), F], in path
+    order; `encode_bytes(contents)` maps encoded images (string [N]) to
+    float32 [N, F] in the graph. A `tf.Module`: a module that holds it
+    saves the backbone's variables (a TF Hub backbone's `.module` too).
     """
 
     def __init__(self, model, preprocess, crops):
+        super().__init__()
         self.model = model
+        self.hub_module = getattr(model, "module", None)
+        # F, the width of the features.
+        self.dim = model.dim if self.hub_module is not None else int(model.output_shape[-1])
         self.preprocess = preprocess
         self.crops = crops
         self.size = RESIZE if crops == 10 else CROP
@@ -275,9 +374,15 @@ class FeatureExtractor:
         )
 
     def _encode_batch(self, images):
-        views = ten_crops(images, CROP) if self.crops == 10 else images[:, None]
-        features = self.model(self.preprocess(tf.reshape(views, [-1, CROP, CROP, 3])), training=False)
+        crops = views(images, self.crops)
+        features = self.model(self.preprocess(tf.reshape(crops, [-1, CROP, CROP, 3])), training=False)
         return tf.reduce_mean(tf.reshape(features, [tf.shape(images)[0], self.crops, -1]), axis=1)
+
+    def encode_bytes(self, contents):
+        """float32 [N, F] features of encoded images (string [N])."""
+        images = tf.map_fn(lambda c: decode_image(c, self.size), contents,
+                           fn_output_signature=tf.TensorSpec([self.size, self.size, 3], tf.float32))
+        return self._encode_batch(images)
 
     def __call__(self, paths, batch_size):
         dataset = (
@@ -300,6 +405,39 @@ class FeatureExtractor:
             _raise_first_unreadable(paths[len(features) * batch_size :], self.size)
             raise
         return np.concatenate(features).astype(np.float32)
+
+
+def from_provenance(recorded, image_features="ims"):
+    """The extractor that makes a folder's features again from images.
+
+    Args:
+      recorded: a provenance (`data.provenance`) of features made by
+        `data.extract_features` or of the embedded ones.
+      image_features: the features a model reads: "ims", "stages" or both
+        joined by "+" (their columns side by side, in that order).
+
+    Returns:
+      A `FeatureExtractor`, or None when the provenance names no backbone
+      this module can rebuild (a TF Hub handle that is not a local
+      directory, which would need the network at every export) or the
+      features are not ones it makes.
+    """
+    backbone = recorded["backbone"]
+    kinds = image_features.split("+")
+    if not set(kinds) <= {"ims", "stages"}:
+        return None
+    if backbone.startswith(TFHUB_PREFIX):
+        if "stages" in kinds or not Path(backbone[len(TFHUB_PREFIX):]).is_dir():
+            return None
+    elif backbone not in (*BACKBONES, EFFICIENTNET_LITE0) or ("stages" in kinds and "stages" not in recorded):
+        return None
+    if "stages" not in kinds:
+        model, preprocess = build_backbone(backbone, recorded["weights"])
+        return FeatureExtractor(model, preprocess, recorded["crops"])
+    full, preprocess, _, ims = full_network(backbone, recorded["weights"])
+    parts = [full.output[:, ims] if kind == "ims" else full.output for kind in kinds]
+    model = keras.Model(full.input, parts[0] if len(parts) == 1 else keras.layers.Concatenate()(parts))
+    return FeatureExtractor(model, preprocess, recorded["crops"])
 
 
 def _raise_first_unreadable(paths, size):

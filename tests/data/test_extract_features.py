@@ -1,3 +1,4 @@
+import json
 import os
 import shutil
 import subprocess
@@ -10,8 +11,8 @@ import pytest
 import tensorflow as tf
 
 from common.errors import InputError
-from data import extract_features, image_features, readers
-from tests.helpers import EMBEDDED_IMAGES, REPO
+from data import extract_features, image_features, provenance, readers
+from tests.helpers import EMBEDDED_DATA, EMBEDDED_IMAGES, REPO
 
 IMAGES = sorted(EMBEDDED_IMAGES.glob("*.jpg"))[:3]
 NAMES = [image.name for image in IMAGES]
@@ -50,6 +51,22 @@ def test_ten_crops_are_the_corners_centre_and_their_mirrors():
     np.testing.assert_array_equal(image_features.ten_crops(big, 224)[0, 4], big[0, 16:240, 16:240])
 
 
+def test_two_views_are_the_image_and_its_mirror():
+    image = np.arange(2 * 3 * 4 * 1, dtype=np.float32).reshape(2, 3, 4, 1)
+    views = image_features.views(tf.constant(image), 2).numpy()
+    assert views.shape == (2, 2, 3, 4, 1)
+    np.testing.assert_array_equal(views[:, 0], image)
+    np.testing.assert_array_equal(views[:, 1], image[:, :, ::-1])
+
+
+def test_jpegs_are_decoded_as_pil_decodes_them():
+    from PIL import Image
+
+    for path in sorted(EMBEDDED_IMAGES.glob("*.jpg")):
+        ours = image_features.decode_image(tf.io.read_file(str(path)), 224).numpy()
+        np.testing.assert_allclose(ours, np.asarray(Image.open(path).convert("RGB"), np.float32), atol=1e-3)
+
+
 @pytest.mark.parametrize("crops", [1, 10])
 def test_features_are_averaged_over_crops_in_file_order(crops):
     # A backbone whose feature is the mean colour of each crop: the expected
@@ -79,6 +96,12 @@ def test_resnet152_features_in_precomp_layout(release, tmp_path):
     assert train.image_ids == NAMES[:2] and test.image_ids == NAMES[2:]
     assert train.captions[5:] == [f"caption {k} of {NAMES[1]} ." for k in range(5)]
     assert not (out / "dev_ims.npy").exists()
+    assert provenance.read(out) == {
+        "backbone": "resnet152", "weights": "none", "crops": 1, "ims": "avg_pool (2048)",
+        "input": {"decoding": "RGB; JPEG by libjpeg's accurate integer DCT (as PIL)",
+                  "resizing": "bilinear, antialiased, aspect ratio not kept", "views": "the image resized to 224x224",
+                  "scaling": "keras.applications.resnet.preprocess_input (BGR, ImageNet means subtracted)"},
+    }
 
 
 def test_vgg16_fc7_with_ten_crops(release, tmp_path):
@@ -90,8 +113,6 @@ def test_vgg16_fc7_with_ten_crops(release, tmp_path):
 
 
 def test_vgg16_full_network_features(release, tmp_path):
-    import json
-
     images, text = release
     common = ["--splits", "test", "--backbone", "vgg16", "--weights", "none", "--crops", "1"]
     keras.utils.set_random_seed(0)
@@ -109,10 +130,29 @@ def test_vgg16_full_network_features(release, tmp_path):
     np.testing.assert_allclose(stages[:, -4096:], fc7, rtol=1e-4, atol=1e-5)
 
 
-def test_stages_need_a_vgg_backbone(release, tmp_path, capsys):
+def test_stages_need_a_backbone_with_stages(release, tmp_path, capsys):
     images, text = release
     assert run_cli(images, text, tmp_path / "o", "--splits", "test", "--weights", "none", "--stages") == 2
-    assert "--stages needs a VGG backbone" in capsys.readouterr().err
+    assert "--stages needs a backbone with stages: --backbone efficientnet-lite0, vgg16 or vgg19" in capsys.readouterr().err
+
+
+def test_efficientnet_lite0_makes_the_embedded_features_and_records_their_provenance(release, tmp_path):
+    """The embedded models' features from any image folder: the rows of
+    the embedded test features of the same JPEGs, stages included."""
+    images, text = release
+    out = tmp_path / "precomp"
+    assert run_cli(images, text, out, "--splits", "train,test", "--backbone", "efficientnet-lite0", "--stages") == 0
+    ids = (EMBEDDED_DATA / "test_ids.txt").read_text().split()
+    rows = [ids.index(name) for name in NAMES]
+    for kind in ("ims", "stages"):
+        ours = np.concatenate([readers.load_precomp(out, split, kind).images for split in ("train", "test")])
+        expected = np.load(EMBEDDED_DATA / f"test_{kind}.npy")[rows].astype(np.float32)
+        np.testing.assert_allclose(ours, expected, rtol=4e-3, atol=4e-3)
+    assert json.loads((out / "stages.json").read_text())["layers"] == json.loads(
+        (EMBEDDED_DATA / "stages.json").read_text())["layers"]
+    recorded = provenance.read(out)
+    assert provenance.same_features(recorded, provenance.read(EMBEDDED_DATA))
+    assert recorded["crops"] == 2 and recorded["input"]["scaling"] == "(x - 127) / 128"
 
 
 def test_weights_urls_are_the_ones_keras_downloads():
@@ -229,8 +269,8 @@ def test_tfhub_module_as_the_backbone(release, tmp_path, as_signature):
     ("tfhub:/nonexistent/module", [], "no such module directory"),
     ("tfhub:{tmp}", [], "not a TF Hub module"),
     ("tfhub:{tmp}", ["--weights", "none"], "--weights applies to the keras.applications backbones"),
-    ("tfhub:{tmp}", ["--stages"], "--stages needs a VGG backbone"),
-    ("resnet51", [], "--backbone 'resnet51': choose resnet152, vgg16, vgg19 or tfhub:HANDLE"),
+    ("tfhub:{tmp}", ["--stages"], "--stages needs a backbone with stages"),
+    ("resnet51", [], "--backbone 'resnet51': choose efficientnet-lite0, resnet152, vgg16, vgg19 or tfhub:HANDLE"),
 ])
 def test_tfhub_errors_are_one_line(release, tmp_path, capsys, backbone, extra, message):
     images, text = release
@@ -343,4 +383,5 @@ def test_the_help_names_every_backbone(capsys):
     with pytest.raises(SystemExit):
         extract_features.parse_args(["--help"])
     backbone_help = " ".join(capsys.readouterr().out.split()).split("--backbone BACKBONE ")[1]
-    assert backbone_help.startswith(f"{', '.join(sorted(image_features.BACKBONES))}, or tfhub:HANDLE_OR_PATH")
+    assert backbone_help.startswith(f"{', '.join(sorted(image_features.BACKBONES))}, efficientnet-lite0 (the CNN of "
+                                    "the embedded features), or tfhub:HANDLE_OR_PATH")
