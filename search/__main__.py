@@ -47,7 +47,8 @@ def parse_args(argv):
     query.add_argument("--html", metavar="FILE", help="also write an HTML page of the results' thumbnails")
     query.add_argument("--saved-model", help="the index's model, if it has moved (its fingerprint must match)")
     query.add_argument("--exact", action="store_true", help="exact search even where there is an approximate index")
-    query.add_argument("--nprobe", type=count, help="cells of the approximate index a query visits")
+    query.add_argument("--ef-search", type=count, help="candidates the approximate index's graph search keeps "
+                       "(default: the index's, 128; more: higher recall, slower)")
     for command in (index, query):
         command.add_argument("--quiet", action="store_true", help="no progress bars")
         command.add_argument("--verbose", action="store_true", help="keep TensorFlow's start-up lines")
@@ -88,7 +89,7 @@ def _query(args):
         raise InputError(f"{args.index}: an index of {index.kind}; "
                          f"{'query it with --image FILE' if index.kind == 'captions' else 'query it with a text'}")
     query = args.text if args.text is not None else args.image
-    hits = index.search(query, args.k, exact=args.exact, nprobe=args.nprobe)
+    hits = index.search(query, args.k, exact=args.exact, ef_search=args.ef_search)
     if args.json:
         print(json.dumps({"index": args.index, "query": query,
                           "results": [{"rank": rank, "id": hit.id, "score": hit.score, "item": hit.item}

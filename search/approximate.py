@@ -1,27 +1,30 @@
-"""The approximate index: faiss' inverted file over the encodings.
+"""The approximate index: faiss' HNSW graph over the encodings.
 
 faiss-cpu (Meta's library; on PyPI with wheels for Linux, macOS and
 Windows that need nothing but NumPy) rather than ScaNN, whose wheels are
-built for Linux only: the zoo runs wherever TensorFlow does. faiss' plain
-inverted-file index has one knob (`nprobe`) that trades recall for speed
-in a way that is easy to state and to measure.
+built for Linux only: the zoo runs wherever TensorFlow does.
 
-`IndexIVFFlat` with the inner product: `nlist` k-means cells (about
-4·√n), every encoding stored exactly in its cell, and a query scores the
-items of its `nprobe` nearest cells only. For a "cosine" model the
+`IndexHNSWFlat` with the inner product: every encoding stored exactly, in
+a hierarchical navigable small-world graph of `M` links per node; a query
+walks the graph keeping the `ef_search` best candidates it has met.
+Chosen over faiss' inverted files (`IndexIVFFlat`) by a measurement on
+encodings of the quick gru's profile (docs/search.md): where nearest
+neighbours are not much nearer than the rest, as in the zoo's joint
+spaces, an inverted file must visit most cells to find 95% of the top 10,
+and then is no faster than a scan; the graph is. For a "cosine" model the
 encodings and queries are normalised first, so inner products are the
-model's cosines; a "dot" model's are used as they are. Scores of the
-items it returns are therefore exact; what it may miss are neighbours in
-cells it did not visit (recall, measured by `tools.bench_search`). Its
-memory is the encodings' (4 bytes per dimension and item) plus the
-centroids. Models whose similarity is not a product ("model" metric) get
-no approximate index.
+model's cosines; a "dot" model's are used as they are. The scores of the
+items it returns are exact; it may miss neighbours (recall, measured by
+`tools.bench_search`). Its memory is the encodings' (4 bytes per dimension
+and item) plus the graph's 8·M bytes per item; building it is the slow
+part (about an hour for 1M 1024-d encodings on 2 cores, docs/search.md).
+Models whose similarity is not a product ("model" metric) get no
+approximate index.
 
 An index of at least `AUTO_ITEMS` items gets one by default (see
 docs/search.md for the measurement behind the threshold).
 """
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -30,18 +33,14 @@ from common.errors import InputError
 from search.model import normalize
 from search.store import read_shard
 
-# Exact search of one query over 100,000 1024-d encodings takes about 0.1 s
-# on 2 cores (docs/search.md); above that, the approximate index pays off.
+# Exact search of one query over 100,000 1024-d encodings took 1.3 s on 2
+# cores (docs/search.md); from there on, the graph pays off.
 AUTO_ITEMS = 100_000
-DEFAULT_NPROBE = 32
+LINKS = 32  # M
+EF_CONSTRUCTION = 80
+DEFAULT_EF_SEARCH = 128
 FILE = "approximate.faiss"
 CHOICES = ("auto", "always", "never")
-TRAINING_POINTS_PER_CELL = 64
-
-
-def cells(items):
-    """The number of k-means cells for `items` encodings."""
-    return max(1, min(int(4 * math.sqrt(items)), items // 39 or 1))
 
 
 def wanted(choice, items, metric, argument="--approximate"):
@@ -54,41 +53,25 @@ def wanted(choice, items, metric, argument="--approximate"):
     return metric != "model" and (choice == "always" or (choice == "auto" and items >= AUTO_ITEMS))
 
 
-def build(encodings_blocks, items, metric, nlist=None, nprobe=DEFAULT_NPROBE, seed=0):
-    """A trained and filled `faiss.IndexIVFFlat` over the encodings.
-
-    Args:
-      encodings_blocks: a function returning a fresh iterator over float32
-        [n, E] blocks of all the encodings, in the index's row order (read
-        twice: a sample for k-means, then every row).
-      items: their total number.
-      metric: "dot" or "cosine".
-    """
+def build(encodings_blocks, metric, links=LINKS, ef_construction=EF_CONSTRUCTION, ef_search=DEFAULT_EF_SEARCH):
+    """A filled `faiss.IndexHNSWFlat` over the encodings, given as an
+    iterable of float32 [n, E] blocks in the index's row order."""
     faiss = _faiss()
-    nlist = nlist or cells(items)
-    sample_size = min(items, nlist * TRAINING_POINTS_PER_CELL)
-    chosen = np.sort(np.random.default_rng(seed).choice(items, sample_size, replace=False))
-    sample, start = [], 0
-    for block in encodings_blocks():
-        inside = chosen[(chosen >= start) & (chosen < start + len(block))] - start
-        sample.append(_prepared(block[inside], metric))
-        start += len(block)
-    sample = np.concatenate(sample)
-    quantizer = faiss.IndexFlatIP(sample.shape[1])
-    index = faiss.IndexIVFFlat(quantizer, sample.shape[1], nlist, faiss.METRIC_INNER_PRODUCT)
-    index.cp.seed = seed
-    index.train(sample)
-    for block in encodings_blocks():
+    index = None
+    for block in encodings_blocks:
+        if index is None:
+            index = faiss.IndexHNSWFlat(block.shape[1], links, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = ef_construction
         index.add(_prepared(block, metric))
-    index.nprobe = nprobe
+    index.hnsw.efSearch = ef_search
     return index
 
 
-def search(index, queries, k, metric, nprobe=None):
+def search(index, queries, k, metric, ef_search=None):
     """(scores float32 [n, k], rows int64 [n, k]) of the `k` best items
     for each query; rows are -1 past the items found."""
-    if nprobe is not None:
-        index.nprobe = nprobe
+    if ef_search is not None:
+        index.hnsw.efSearch = max(ef_search, k)
     return index.search(_prepared(queries, metric), k)
 
 
@@ -101,16 +84,13 @@ def build_for_index(shard_paths, items, manifest, choice):
         return None
     faiss = _faiss()
 
-    def blocks():
-        return (read_shard(path, ("encodings",))["encodings"] for path in shard_paths)
-
-    index = build(blocks, items, metric)
+    index = build((read_shard(path, ("encodings",))["encodings"] for path in shard_paths), metric)
     folder = Path(shard_paths[0]).parent
     partial = folder / (FILE + ".tmp")
     faiss.write_index(index, str(partial))
     partial.replace(folder / FILE)
-    return {"library": f"faiss-cpu {faiss.__version__}", "index": "IndexIVFFlat", "file": FILE,
-            "nlist": index.nlist, "nprobe": index.nprobe}
+    return {"library": f"faiss-cpu {faiss.__version__}", "index": "IndexHNSWFlat", "file": FILE,
+            "links": LINKS, "ef_construction": EF_CONSTRUCTION, "ef_search": index.hnsw.efSearch}
 
 
 def load(folder, entry):

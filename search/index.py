@@ -117,28 +117,29 @@ class Index:
             raise InputError(f"{skipped[0][0]}: {skipped[0][1]}")
         return encodings
 
-    def search(self, queries, k=10, exact=False, nprobe=None):
+    def search(self, queries, k=10, exact=False, ef_search=None):
         """The best `k` items of each query, best first: a list of `Hit`s
         for one query (a string: a text, or an image file for an index of
         captions), a list of such lists for a sequence of queries (or an
         array of image features [n, F]).
 
         `exact` searches exactly even where the index has an approximate
-        index; `nprobe` sets how many of its cells a query visits."""
+        index; `ef_search` sets how many candidates its graph search keeps
+        (more: higher recall, slower)."""
         one = isinstance(queries, (str, Path))
-        rows, scores = self.search_rows(self.encode_queries([queries] if one else queries), k, exact, nprobe)
+        rows, scores = self.search_rows(self.encode_queries([queries] if one else queries), k, exact, ef_search)
         hits = [[Hit(str(self.ids[row]), float(score), self.item(row)) for row, score in zip(best, best_scores)
                  if row >= 0] for best, best_scores in zip(rows, scores)]
         return hits[0] if one else hits
 
-    def search_rows(self, query_encodings, k, exact=False, nprobe=None):
+    def search_rows(self, query_encodings, k, exact=False, ef_search=None):
         """(rows int [n, k], scores float32 [n, k]) of the best `k` items of
         each encoded query, best first (rows -1 when the index is smaller)."""
         entry = self.manifest.get("approximate")
         if entry and not exact:
             if self._approximate is None:
                 self._approximate = approximate.load(self.folder, entry)
-            scores, rows = approximate.search(self._approximate, query_encodings, k, self.metric, nprobe)
+            scores, rows = approximate.search(self._approximate, query_encodings, k, self.metric, ef_search)
             return rows, scores
         return self._exact(query_encodings, k)
 
