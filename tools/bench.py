@@ -31,6 +31,21 @@ Flickr8k's 1K. Evaluation reports give the process's peak resident memory
 `--encode SAVED_MODEL` times a SavedModel's `encode_text` on the test
 captions (captions/s).
 
+`--cost` measures a model's whole cost table row, each stage in a process
+of its own (so that each peak memory is the stage's own): training
+throughput and peak memory (for a model trained by gradients; a fitted
+model's fit has its family benchmark), the evaluation of an untrained model
+(every training word in its vocabulary) on the 1K test and at COCO-5K size
+(the 1K test repeated to 5,000 images x 25,000 captions), and the
+SavedModel of that model: its size on disk and its `encode_text`
+(captions/s) and `encode_image` (images/s) rates, in batches of 256.
+Training reports also give an epoch's minutes on the embedded training
+split at the measured rate, and the preset's most epochs (of each phase) at
+that rate, in hours; `--skip-5k` leaves the COCO-5K evaluation out. One
+report per model, e.g.
+
+    python -m tools.bench --cost --model gru --preset paper --record results/bench/cost/gru.json
+
 `--data-checks` times the checks every training run makes before its first
 step, on the model's data (default: the embedded Flickr8k): reading the
 train, dev and test splits (file sizes, shapes, counts, NaN/inf) and
@@ -101,6 +116,10 @@ def parse_args(argv):
                         help="evaluate on the split's images repeated to N (and their captions), e.g. 5000 for COCO's 5K")
     parser.add_argument("--skip-eval", action="store_true", help="time training only")
     parser.add_argument("--eval-only", action="store_true", help="time the evaluation of an untrained model only")
+    parser.add_argument("--cost", action="store_true",
+                        help="the cost table's row: training, 1K and COCO-5K evaluation, SavedModel encoding rates")
+    parser.add_argument("--skip-5k", action="store_true",
+                        help="--cost: without the COCO-5K evaluation (e.g. a pair network's, 25 times its 1K one)")
     parser.add_argument("--data-checks", action="store_true", help="time the up-front data checks of a run instead")
     parser.add_argument("--encode", metavar="SAVED_MODEL", help="time a SavedModel's encode_text on the test captions instead")
     parser.add_argument("--hardware", action="store_true",
@@ -109,6 +128,11 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.eval_only and args.skip_eval:
         parser.error("--eval-only and --skip-eval exclude each other")
+    if args.cost and (args.eval_only or args.skip_eval or args.eval_images):
+        parser.error("--cost measures training and both evaluation sizes; it takes no --eval-only, --skip-eval "
+                     "or --eval-images")
+    if args.skip_5k and not args.cost:
+        parser.error("--skip-5k is an option of --cost")
     args.model = args.model or ["gru"]
     args.command = records.command_line("tools.bench", argv)
     return args
@@ -140,6 +164,11 @@ def _run(args):
     for name in args.model:  # bad input is a one-line error, before the hardware lines and any timing
         registry.get(name).experiment(args.preset, args.set)
     print("\n".join(hardware.machine_lines()), file=sys.stderr)
+    if args.cost:
+        reports = [cost_row(name, args) for name in args.model]
+        print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
+        recording.write(reports)
+        return 0
     reports = [measure(name, args) for name in args.model]
     for report in reports[1:] if not args.eval_only else ():
         report["step_time_vs_first"] = round(report["train_step_ms"] / reports[0]["train_step_ms"], 2)
@@ -185,6 +214,87 @@ def encoding_throughput(path, repeats=3):
             model.encode_text(tf.constant(captions[a : a + 256]))
         best = min(best, time.perf_counter() - began)
     return {"saved_model": path, "captions": len(captions), "captions_per_s": round(len(captions) / best, 1)}
+
+
+COST_EVAL_IMAGES = {"eval_1k": None, "eval_5k": 5000}  # None: the split itself
+
+
+def cost_row(model_name, args):
+    """The cost table's row of one model (see the module docstring): each
+    stage in a `Worker` process of its own."""
+    report = {"model": model_name, "preset": args.preset, "overrides": args.set}
+    evaluations = [size for size in COST_EVAL_IMAGES if not (args.skip_5k and size == "eval_5k")]
+    for stage in ("train", *evaluations, "encode"):
+        with Worker(f"the {stage} stage of {model_name}", _cost_worker, stage, model_name, args) as worker:
+            report.update(worker.receive())
+    return report
+
+
+def _cost_worker(connection, stage, model_name, args):
+    connection.send(cost_stage(stage, model_name, args))
+
+
+def cost_stage(stage, model_name, args):
+    """One stage of `cost_row` in this process: a dict of its fields, named
+    after the stage."""
+    if stage == "train":
+        # A fitted model (which may need word vectors for its own vocabulary) has no training steps.
+        if untrained_model(model_name, args.preset, args.set, every_word=True)[2].fits_without_gradients:
+            return {}
+        config, train_split, model = untrained_model(model_name, args.preset, args.set)
+        report = time_training(model, config, train_split, args)
+        fields = {key: report[key] for key in ("batch_size", "train_pairs_per_s", "train_step_ms")}
+        # An epoch of the embedded training split at that rate, and the preset's most epochs (early stopping may end sooner).
+        epoch_pairs = len(train_split.captions if config.train.sampling == "all_captions" else train_split.images)
+        epoch_minutes = epoch_pairs / report["train_pairs_per_s"] / 60
+        return {**fields, "train_peak_rss_mb": peak_rss_mb(), "epoch_pairs": epoch_pairs,
+                "epoch_minutes": round(epoch_minutes, 1), "max_epochs": config.train.epochs,
+                "max_epochs_hours": round(epoch_minutes * config.train.epochs / 60, 1)}
+    if stage in COST_EVAL_IMAGES:
+        options = argparse.Namespace(**{**vars(args), "eval_only": True, "eval_images": COST_EVAL_IMAGES[stage]})
+        report = measure(model_name, options)
+        return {f"{stage}_images": report["eval_images"], f"{stage}_captions": report["eval_captions"],
+                f"{stage}_seconds": report["eval_seconds"], f"{stage}_peak_rss_mb": report["peak_rss_mb"]}
+    if stage == "encode":
+        return saved_model_rates(model_name, args)
+    raise ValueError(f"unknown cost stage {stage!r}")
+
+
+def saved_model_rates(model_name, args, batch=256, repeats=3):
+    """The SavedModel of the untrained model: its size, and the best of
+    `repeats` passes of its `encode_text` over the test captions and its
+    `encode_image` over the test images, in batches of `batch`."""
+    import tempfile
+    from pathlib import Path
+
+    import tensorflow as tf
+
+    from engine.export import export_saved_model
+
+    config, train_split, model = untrained_model(model_name, args.preset, args.set, every_word=True)
+    split = splits.load_split(config.data.path, args.eval_split, config.data.image_features)
+    with tempfile.TemporaryDirectory() as directory:
+        path = export_saved_model(model, train_split.images.shape[1], Path(directory) / "saved_model",
+                                  config.data.image_features)
+        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+        loaded = tf.saved_model.load(str(path))
+        rates = {}
+        for name, function, inputs in (("captions", loaded.encode_text, split.captions),
+                                       ("images", loaded.encode_image, split.images)):
+            function(tf.constant(inputs[:batch]))  # trace once
+            best = float("inf")
+            for _ in range(repeats):
+                began = time.perf_counter()
+                for a in range(0, len(inputs), batch):
+                    function(tf.constant(inputs[a : a + batch]))
+                best = min(best, time.perf_counter() - began)
+            rates[f"encode_{name}_per_s"] = round(len(inputs) / best, 1)
+    return {"saved_model_mb": round(size / 2**20, 1), **rates, "encode_peak_rss_mb": peak_rss_mb()}
+
+
+def peak_rss_mb():
+    """This process's peak resident memory so far, in MB."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
 def untrained_model(name, preset, overrides=(), every_word=False):
@@ -255,7 +365,7 @@ def measure(model_name, args):
         "eval_images": len(split.images),
         "eval_captions": len(split.captions),
         "eval_seconds": round(eval_seconds, 2),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "peak_rss_mb": peak_rss_mb(),
     }
 
 

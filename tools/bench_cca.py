@@ -96,6 +96,7 @@ def cca_timing(rows, text_dim, image_dim, etas, available=None):
         "text_dim": text_dim,
         "image_dim": image_dim,
         "etas": list(etas),
+        "seconds": round(accumulate_seconds + sum(solve_seconds), 1),
         "accumulate_seconds": round(accumulate_seconds, 1),
         "solve_seconds": solve_seconds,
         "top_correlations": top_correlations,

@@ -177,7 +177,7 @@ def hglmm_fit(rows=300_000, dim=300, components=30, iterations=10, workers=None)
             # the first includes sorting the data and the first E-step
             "iteration_seconds": [round(b - a, 1) for a, b in zip(ends, ends[1:])],
             "log_likelihood_per_sample": round(reported[-1][1] / rows, 4),
-            "laplacian_fraction": round(float(mixture.laplacian.mean()), 4), "peak_memory_bytes": _peak_memory()}
+            "laplacian_fraction": round(float(mixture.laplacian.mean()), 4), "peak_rss_mb": _peak_rss_mb()}
 
 
 def word_table(words=3_000_000, dim=300, ica_sample=20_000, captions=1000):
@@ -197,7 +197,7 @@ def word_table(words=3_000_000, dim=300, ica_sample=20_000, captions=1000):
 
     def stage(name):
         nonlocal stage_began
-        seconds[name], memory[name] = round(time.perf_counter() - stage_began, 1), _peak_memory()
+        seconds[name], memory[name] = round(time.perf_counter() - stage_began, 1), _peak_rss_mb()
         stage_began = time.perf_counter()
 
     known = word_vectors.load_word_vectors(EMBEDDED_GLOVE_50D).index_to_key
@@ -223,8 +223,8 @@ def word_table(words=3_000_000, dim=300, ica_sample=20_000, captions=1000):
     return {"benchmark": "word-table", "words": words, "dim": dim, "vocabulary": len(vocabulary),
             "ica_sample": len(sample), "components": config.num_components, "captions": len(sentences),
             "seconds": seconds,  # the encoding's include tracing it (`encoding` times it alone)
-            "vectors_bytes": vectors.vectors.nbytes, "peak_memory_after_bytes": memory,
-            "peak_memory_bytes": _peak_memory()}
+            "vectors_mb": round(vectors.vectors.nbytes / 2**20, 1), "peak_rss_mb_after": memory,
+            "peak_rss_mb": _peak_rss_mb()}
 
 
 def encoding_rates(components=30, dim=300, batch=128, length=30, batches=10, blocks=COMPONENT_BLOCKS):
@@ -255,8 +255,8 @@ def encoding_rates(components=30, dim=300, batch=128, length=30, batches=10, blo
                "cpu_per_wall_second": round(cpu / seconds, 2)}
 
 
-def _peak_memory():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+def _peak_rss_mb():
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # KiB on Linux
 
 
 if __name__ == "__main__":

@@ -219,6 +219,7 @@ class FisherVectorModel(RetrievalModel):
         if self._word_vectors is None:
             raise InputError("model.word_vectors: no word vectors were set before fitting")
         vectors, rows = self._word_vectors
+        self._word_vectors = None  # the loaded vectors can go once the table is written (GoogleNews: 3.6 GB)
         found = np.flatnonzero(rows >= 0)
         picked = found[np.random.default_rng(seed).permutation(len(found))[: self.config.ica_sample]]
         raw_sample = vectors[rows[picked]]

@@ -105,6 +105,38 @@ def test_bench_times_the_evaluation_of_an_ensemble_at_a_larger_size(trained_mcnn
     assert report["eval_seconds"] > 0 and report["peak_rss_mb"] > 0
 
 
+def test_bench_cost_measures_each_stage_in_a_process_of_its_own(tmp_path, capsys):
+    argv = ["--cost", "--model", "gru", "--preset", "quick", *TINY, "--record", str(tmp_path / "cost.json")]
+    assert bench.main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert read_record(tmp_path / "cost.json")["reports"] == [report]
+    assert report["train_pairs_per_s"] > 0 and report["batch_size"] == 128 and report["train_peak_rss_mb"] > 0
+    # The embedded training split's 30,000 captions at the measured rate, and the quick preset's 4 epochs.
+    assert report["epoch_pairs"] == 30_000 and report["max_epochs"] == 4
+    assert report["epoch_minutes"] == pytest.approx(30_000 / report["train_pairs_per_s"] / 60, abs=0.05)
+    assert report["max_epochs_hours"] == pytest.approx(4 * report["epoch_minutes"] / 60, abs=0.05)
+    assert (report["eval_1k_images"], report["eval_1k_captions"]) == (1000, 5000)
+    assert (report["eval_5k_images"], report["eval_5k_captions"]) == (5000, 25000)
+    assert report["eval_5k_seconds"] > report["eval_1k_seconds"] > 0
+    assert report["encode_captions_per_s"] > 0 and report["encode_images_per_s"] > 0 and report["saved_model_mb"] > 0
+    # Each peak is its own stage's: the 5K evaluation's score matrix
+    # (5,000 x 25,000 floats, 500 MB) is in no other stage's peak.
+    assert report["eval_5k_peak_rss_mb"] > report["eval_1k_peak_rss_mb"] + 400
+    assert report["eval_5k_peak_rss_mb"] > report["encode_peak_rss_mb"] + 400
+
+
+def test_bench_cost_of_a_fitted_model_has_no_training_stage():
+    args = bench.parse_args(["--cost", "--model", "fv-mean", "--preset", "paper"])
+    assert bench.cost_stage("train", "fv-mean", args) == {}  # no gradient steps; its family benchmark times the fit
+
+
+def test_bench_cost_takes_no_evaluation_options(capsys):
+    with pytest.raises(SystemExit) as exit_status:
+        bench.main(["--cost", "--eval-images", "5000"])
+    assert exit_status.value.code == 2
+    assert "--cost measures training and both evaluation sizes" in capsys.readouterr().err
+
+
 def test_a_repeated_split_keeps_each_images_captions():
     split = RetrievalSplit(images=np.arange(6, dtype=np.float32).reshape(3, 2), captions=["a", "b", "c", "d"],
                            caption_image=np.array([0, 1, 1, 2]), image_ids=["x", "y", "z"], source="hand")

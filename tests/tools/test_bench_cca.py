@@ -12,6 +12,7 @@ def test_bench_times_the_accumulation_and_each_solve(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert (report["rows"], report["text_dim"], report["image_dim"], report["etas"]) == (300, 40, 12, [1e-3, 0.1])
     assert len(report["solve_seconds"]) == 2 and report["accumulate_seconds"] >= 0
+    assert abs(report["seconds"] - report["accumulate_seconds"] - sum(report["solve_seconds"])) <= 0.2
     # The views share a signal (correlated), and more ridge shrinks the correlation.
     assert 1 > report["top_correlations"][0] > report["top_correlations"][1] > 0.5
     assert report["peak_rss_mb"] > 0 and report["estimated_peak_mb"] > 0
