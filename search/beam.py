@@ -21,8 +21,7 @@ import shutil
 import sys
 
 from common.errors import InputError, count, run_command
-
-IMAGE_BATCH = 32
+from search.store import IMAGE_BATCH, SHARD_ITEMS
 
 
 def parse_args(argv):
@@ -34,7 +33,7 @@ def parse_args(argv):
                         help="the index folder: new, or an index (replaced once the new one is complete)")
     parser.add_argument("--approximate", default="auto", choices=("auto", "always", "never"),
                         help="also build an approximate index (auto: from 100,000 items; docs/search.md)")
-    parser.add_argument("--shard-items", type=count, default=4096, help="encodings per shard (about)")
+    parser.add_argument("--shard-items", type=count, default=SHARD_ITEMS, help="encodings per shard (about)")
     parser.add_argument("--batch-size", type=count, default=IMAGE_BATCH, help="images per call of the model")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--verbose", action="store_true", help="keep TensorFlow's start-up lines")

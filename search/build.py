@@ -22,8 +22,6 @@ from search import approximate, store
 from search.collection import file_digest, list_images, read_captions
 from search.model import encode_image_files, op_error_reason
 
-SHARD_ITEMS = 4096
-IMAGE_BATCH = 32
 CAPTION_BATCH = 256
 CAPTIONS_FILE = "captions.txt"  # an index of captions keeps them, one a line
 
@@ -68,7 +66,7 @@ class Source:
             raise
 
     def batch_size(self):
-        return IMAGE_BATCH if self.kind == "images" else CAPTION_BATCH
+        return store.IMAGE_BATCH if self.kind == "images" else CAPTION_BATCH
 
 
 def manifest_for(model, source):
@@ -104,7 +102,7 @@ def start_or_resume(staging, manifest, source):
     return set(), 0
 
 
-def build_index(model, out, images=None, captions=None, approximate_choice="auto", shard_items=SHARD_ITEMS):
+def build_index(model, out, images=None, captions=None, approximate_choice="auto", shard_items=store.SHARD_ITEMS):
     """Encodes a folder of images or a caption file into the index `out`
     (see the module docstring); returns the finished manifest.
 

@@ -34,6 +34,8 @@ from common.errors import InputError
 from common.files import atomic_write, write_json_atomically
 
 FORMAT = "zoo-search-index/1"
+SHARD_ITEMS = 4096  # encodings per shard (16 MB of 1024-d float32)
+IMAGE_BATCH = 32  # images per call of the export's image signature
 MANIFEST = "index.json"
 SHARD_PATTERN = "shard-*.npz"
 

@@ -39,11 +39,12 @@ from pathlib import Path
 
 import numpy as np
 
+from common import progress
 from common.errors import InputError, count, run_command
+from search import store
 from tools import records
 
 LATENT = 64
-SHARD_ITEMS = 4096
 TARGET_RECALL = 0.95
 TARGET_SPEEDUP = 10.0
 
@@ -110,8 +111,7 @@ def write_synthetic_index(folder, items, dim, latent, seed):
     `search.store` and `search.approximate`; returns (its manifest, the
     seconds its completion and approximate index took, the generator of
     the queries: (rng, projection))."""
-    from common import progress
-    from search import approximate, store
+    from search import approximate
 
     rng = np.random.default_rng(seed)
     projection = rng.standard_normal((latent, dim)) / np.sqrt(latent)
@@ -121,8 +121,8 @@ def write_synthetic_index(folder, items, dim, latent, seed):
                                    "model": {"path": None, "fingerprint": None, "joint_space": True,
                                              "metric": "cosine", "encoding_shape": [dim]}})
     with progress.bar(total=items, desc="writing synthetic shards", unit="item") as bar:
-        for number, start in enumerate(range(0, items, SHARD_ITEMS)):
-            n = min(SHARD_ITEMS, items - start)
+        for number, start in enumerate(range(0, items, store.SHARD_ITEMS)):
+            n = min(store.SHARD_ITEMS, items - start)
             store.write_shard(staging / f"shard-{number:06d}.npz", synthetic_encodings(rng, n, projection),
                               [str(start + row) for row in range(n)])
             bar.update(n)

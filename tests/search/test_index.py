@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from common.errors import InputError
-from search import Index, build
+from search import Index, build, store
 from search import index as index_module
 from tests.search.hand_exports import MAX_WORDS, good_images, pixels
 
@@ -106,7 +106,7 @@ def test_exact_search_merges_blocks_and_shards(exports, photos, tmp_path, monkey
 
 
 def test_an_interrupted_build_resumes_where_it_stopped(exports, photos, tmp_path, monkeypatch):
-    monkeypatch.setattr(build, "IMAGE_BATCH", 2)
+    monkeypatch.setattr(store, "IMAGE_BATCH", 2)
     encoded = []
     real_encode = build.Source.encode
 
@@ -137,7 +137,7 @@ def test_an_interrupted_build_resumes_where_it_stopped(exports, photos, tmp_path
 
 
 def test_a_partial_index_of_another_model_is_started_anew(exports, photos, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(build, "IMAGE_BATCH", 2)
+    monkeypatch.setattr(store, "IMAGE_BATCH", 2)
     real_encode = build.Source.encode
     calls = []
 

@@ -199,7 +199,7 @@ def test_an_interrupted_rebuild_leaves_the_existing_index_whole(image_index, exp
             raise KeyboardInterrupt
         return real_encode(source, ids)
 
-    monkeypatch.setattr(build, "IMAGE_BATCH", 3)
+    monkeypatch.setattr(store, "IMAGE_BATCH", 3)
     monkeypatch.setattr(build.Source, "encode", encode)
     status, _, err = run(capsys, *index_argv(exports, ["--images", photos], image_index))
     assert status == 130
