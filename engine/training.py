@@ -137,6 +137,7 @@ class Trainer:
             model.adapt(train_split.images)
             if vectors is not None:
                 log.info("%s: %s", cfg.model.word_vectors, model.set_word_vectors(vectors, cfg.train.seed))
+                vectors = None  # the model keeps what it needs (a word vector file can be gigabytes)
             if self.is_chief:
                 write_json_atomically(self.model_dir / "config.json", cfg.to_json() + "\n")
 
