@@ -14,14 +14,15 @@ import sys
 import numpy as np
 import pytest
 
-from search import Index
+from search import Index, beam
+from search.model import SearchModel
 from tests.helpers import REPO, shared_data
 
 DIRECT_2_WORKERS = ["--runner", "DirectRunner", "--direct_num_workers", "2", "--direct_running_mode",
                     "multi_processing"]
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def needs_beam():
     try:
         import apache_beam  # noqa: F401
@@ -64,7 +65,33 @@ def assert_same_index(beam_built, single, atol):
                                rtol=1e-5, atol=atol)
 
 
-def test_the_beam_index_of_a_folder_equals_the_single_process_one(exports, photos, tmp_path):
+def test_without_apache_beam_the_command_says_how_to_install_it(exports, photos, tmp_path, capsys):
+    try:
+        import apache_beam  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("Apache Beam is installed")
+    assert beam.main(["--saved-model", str(exports["cosine"]), "--images", str(photos), "--out",
+                      str(tmp_path / "i")]) == 2
+    assert capsys.readouterr().err.strip() == ("error: python -m search.beam needs Apache Beam (No module named "
+                                               "'apache_beam'): pip install -r requirements-beam.txt")
+
+
+def test_the_beam_command_checks_its_inputs_before_the_pipeline(needs_beam, exports, photos, tmp_path, capsys):
+    argv = ["--saved-model", str(exports["text-only"]), "--images", str(photos), "--out", str(tmp_path / "i")]
+    assert beam.main(argv) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: --images: the SavedModel {exports['text-only']} takes precomputed image features only (it has no "
+        "encode_image_bytes signature); export a run whose features have a known backbone to index or query with "
+        "images")
+    (tmp_path / "file").write_text("mine")
+    assert beam.main([*argv[:4], "--out", str(tmp_path / "file")]) == 2
+    assert capsys.readouterr().err.strip() == f"error: --out {tmp_path / 'file'}: exists and is not an index (a file)"
+    assert not (tmp_path / "i.partial").exists()
+
+
+def test_the_beam_index_of_a_folder_equals_the_single_process_one(needs_beam, exports, photos, tmp_path):
     done = beam_index(exports["cosine"], photos, tmp_path / "beam.index", "--shard-items", "3")
     assert done.stdout == f"{tmp_path / 'beam.index'}: 11 images, 2 skipped (listed in index.json)\n"
     assert len(list((tmp_path / "beam.index").glob("shard-*.npz"))) > 1
@@ -77,9 +104,22 @@ def test_the_beam_index_of_a_folder_equals_the_single_process_one(exports, photo
         assert [hit.id for hit in got] == [hit.id for hit in expected]
 
 
-def test_the_beam_index_of_the_1000_flickr8k_test_jpegs_equals_the_single_process_one(exports, tmp_path):
+@pytest.fixture(params=["hand-built export", "trained gru export"])
+def image_export(request, exports):
+    """A hand-built export (fast), and the tiny `gru` run's, whose image
+    signature runs the EfficientNet-Lite0 backbone."""
+    if request.param == "hand-built export":
+        return exports["cosine"]
+    export = request.getfixturevalue("trained") / "saved_model"
+    if not SearchModel(export).takes_images:
+        pytest.skip("the export has no encode_image_bytes signature yet (issue 22, sections 1-3)")
+    return export
+
+
+def test_the_beam_index_of_the_1000_flickr8k_test_jpegs_equals_the_single_process_one(needs_beam, image_export,
+                                                                                       tmp_path):
     images = shared_data("flickr8k_images_test")
-    beam_index(exports["cosine"], images, tmp_path / "beam.index")
-    single = Index.build(exports["cosine"], tmp_path / "single.index", images=images)
+    beam_index(image_export, images, tmp_path / "beam.index")
+    single = Index.build(image_export, tmp_path / "single.index", images=images)
     assert len(single) == 1000
     assert_same_index(tmp_path / "beam.index", single.folder, atol=1e-5)
