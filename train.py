@@ -3,7 +3,7 @@
     python train.py --model gru --preset quick --model-dir runs/gru
     python train.py --model gru --set train.epochs=2 --set model.embed_dim=512
     python train.py --model-dir runs/gru --resume
-    python train.py --model-dir runs/gru --export-only
+    python train.py --model-dir runs/gru --export-only [--serving-version 1] [--provenance FEATURES_DIR]
 
 Models and their presets: `python train.py --list`.
 """
@@ -12,7 +12,7 @@ import argparse
 import shlex
 import sys
 
-from common.errors import InputError, run_command
+from common.errors import InputError, count, run_command
 
 
 def parse_args(argv):
@@ -28,6 +28,12 @@ def parse_args(argv):
     parser.add_argument("--model-dir", help="where checkpoints, logs, results and the export go (default: runs/<model>)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --model-dir from its last checkpoint")
     parser.add_argument("--export-only", action="store_true", help="only export --model-dir's best checkpoint as a SavedModel")
+    parser.add_argument("--serving-version", type=count, metavar="N",
+                        help="with --export-only: write the SavedModel into saved_model/N/, as TF Serving loads versions")
+    parser.add_argument("--provenance", metavar="FEATURES_DIR",
+                        help="with --export-only: the features folder whose provenance.json says how the run's "
+                        "features were made, for a run trained before runs recorded it; the export then also "
+                        "takes encoded images (encode_image_bytes, score_images)")
     parser.add_argument("--strategy", help="auto (default), default, mirrored or multiworker (tf.distribute): "
                         "runtime.strategy, recorded in config.json; --resume uses the recorded one unless given")
     parser.add_argument("--list", action="store_true", help="list the registered models and presets")
@@ -66,8 +72,10 @@ def _run(args):
             raise InputError("--resume/--export-only take the configuration from --model-dir/config.json; drop --model, --set and --data")
     elif not args.model:
         raise InputError("--model is required (see --list)")
+    if (args.serving_version or args.provenance) and not args.export_only:
+        raise InputError("--serving-version and --provenance apply to --export-only")
     if args.export_only:
-        return _export_only(args.model_dir)
+        return _export_only(args.model_dir, args.serving_version, args.provenance)
 
     strategy = [f"runtime.strategy={args.strategy}"] if args.strategy else []
     if args.resume:
@@ -84,15 +92,31 @@ def _run(args):
     return 0
 
 
-def _export_only(model_dir):
+def _export_only(model_dir, version=None, features_dir=None):
+    from pathlib import Path
+
+    from data import provenance
     from engine import training
-    from engine.export import export_saved_model
+    from engine.export import IMAGE_SIGNATURES, export_saved_model
     from models.restore import restore_model
 
     config, model = restore_model(model_dir)
-    path = export_saved_model(model, config.image_dim, f"{model_dir}/{training.SAVED_MODEL_DIR}",
-                              config.data.image_features)
+    recorded = config.image_provenance
+    if features_dir is not None:
+        given = provenance.read(features_dir)
+        if given is None:
+            raise InputError(f"--provenance {features_dir}: no {provenance.FILE} there")
+        if recorded is not None and not provenance.same_features(given, recorded):
+            raise InputError(f"{Path(features_dir) / provenance.FILE}: differs from the provenance recorded in "
+                             f"{Path(model_dir) / 'config.json'}")
+        recorded = given
+    path = Path(model_dir) / training.SAVED_MODEL_DIR
+    path = export_saved_model(model, config.image_dim, path / str(version) if version else path,
+                              config.data.image_features, recorded)
     print(f"SavedModel: {path}")
+    if recorded is None:
+        print(f"notice: {Path(model_dir) / 'config.json'} records no feature provenance, so the export takes image "
+              f"features only; --provenance FEATURES_DIR adds {' and '.join(IMAGE_SIGNATURES)}", file=sys.stderr)
     return 0
 
 

@@ -175,6 +175,10 @@ class ExperimentConfig:
     runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
     # The image feature size of the training data (set by the trainer).
     image_dim: int | None = None
+    # How the training features were made: the training folder's
+    # provenance.json (`data.provenance`), None where it has none (and in
+    # runs from before it was recorded).
+    image_provenance: dict | None = None
 
     def to_json(self):
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -274,6 +278,7 @@ def experiment_from_json(text, defaults, path):
         sections["runtime"] = {key: sections["train"].pop(key) for key in ("mixed_precision", "jit_compile")
                                if key in sections["train"]}
     try:
-        return dataclasses.replace(_rebuild(config, sections), image_dim=raw.get("image_dim"))
+        return dataclasses.replace(_rebuild(config, sections), image_dim=raw.get("image_dim"),
+                                   image_provenance=raw.get("image_provenance"))
     except InputError as error:
         raise InputError(f"{path}: {error}") from None

@@ -14,13 +14,29 @@ Every model exports the same four functions (also available as signatures):
 
 The variable `image_features` names the features `F` is (a
 `DataConfig.image_features`: "ims", one CNN layer; "stages", every layer's;
-"ims+stages", both side by side, for an ensemble of members reading each).
+"ims+stages", both side by side, for an ensemble of members reading each);
+`image_provenance`, how they were made (the JSON of the training folder's
+provenance.json, `data.provenance`; "" where it was not recorded).
+
+When that provenance names a backbone `data.image_features` rebuilds (the
+embedded features' EfficientNet-Lite0, the Keras Applications backbones of
+`data.extract_features`, a TF Hub module directory), the export also takes
+encoded images:
+
+- `encode_image_bytes(images: string[None]) -> float32[None, D]`: JPEG or
+  PNG file contents -> decoding, resizing, views and scaling as recorded ->
+  the backbone -> `encode_image`;
+- `score_images(images: string[None], text: string[None])
+   -> float32[None, None]`: `score` of those images.
+
+`serving_default` is `score_images` where it exists, else `score`.
 
 Texts are raw strings: the vocabulary and the tokenizer are in the graph.
 An empty caption, or one longer than the model accepts, fails the call with
 an InvalidArgumentError that says so.
 """
 
+import json
 import logging
 import shutil
 import tempfile
@@ -29,18 +45,32 @@ from pathlib import Path
 import tensorflow as tf
 
 from common.errors import InputError, error_reason
+from data import image_features as cnn
 
 SIGNATURES = ("encode_text", "encode_image", "score", "similarity")
+IMAGE_SIGNATURES = ("encode_image_bytes", "score_images")
 
 
 class ServingModule(tf.Module):
-    """The functions a SavedModel of the zoo offers, around a trained model."""
+    """The functions a SavedModel of the zoo offers, around a trained model.
 
-    def __init__(self, model, image_dim, image_features="ims"):
+    Args:
+      model: a `RetrievalModel`.
+      image_dim: F, the width of the image features it reads.
+      image_features: their kind (`DataConfig.image_features`).
+      image_provenance: how they were made (`data.provenance`), or None.
+      image_extractor: a `data.image_features.FeatureExtractor` that makes
+        them from images, or None: the module then has no image
+        signatures.
+    """
+
+    def __init__(self, model, image_dim, image_features="ims", image_provenance=None, image_extractor=None):
         super().__init__()
         self.model = model
         # The kind of image features the model reads (`DataConfig.image_features`).
         self.image_features = tf.Variable(image_features, trainable=False, name="image_features")
+        self.image_provenance = tf.Variable(json.dumps(image_provenance, sort_keys=True) if image_provenance else "",
+                                            trainable=False, name="image_provenance")
         image_spec = tf.TensorSpec([None, image_dim], tf.float32, name="image_features")
         text_spec = tf.TensorSpec([None], tf.string, name="text")
         # Every variable of the model, tracked by the module itself: Keras'
@@ -62,6 +92,26 @@ class ServingModule(tf.Module):
                 tf.TensorSpec([None, *text_encoding.shape[1:]], tf.float32, name="text_encodings"),
             ],
         )
+        self.signature_names = SIGNATURES
+        if image_extractor is not None:
+            self.image_extractor = image_extractor
+            bytes_spec = tf.TensorSpec([None], tf.string, name="images")
+            self.encode_image_bytes = tf.function(self._encode_image_bytes, input_signature=[bytes_spec])
+            self.score_images = tf.function(self._score_images, input_signature=[bytes_spec, text_spec])
+            self.signature_names = SIGNATURES + IMAGE_SIGNATURES
+
+    def signatures(self):
+        """{name: function} of the serving signatures, `serving_default`
+        included."""
+        functions = {name: getattr(self, name) for name in self.signature_names}
+        functions["serving_default"] = functions.get("score_images", self.score)
+        return functions
+
+    def _encode_image_bytes(self, images):
+        return self._encode_image(self.image_extractor.encode_bytes(images))
+
+    def _score_images(self, images, text):
+        return self._similarity(self._encode_image_bytes(images), self._encode_text(text))
 
     def _encode_text(self, text):
         return self.model.encode_text(self.model.vectorizer(text))
@@ -86,13 +136,30 @@ class _RenameNotice(logging.Filter):
         return "with unsupported characters which will be renamed" not in record.getMessage()
 
 
-def export_saved_model(model, image_dim, path, image_features="ims"):
+def export_saved_model(model, image_dim, path, image_features="ims", image_provenance=None, images=True):
     """Writes a SavedModel to `path`, replacing any previous one only once
     the new one is complete (an interrupted export leaves the old intact).
-    `image_features` names the features it reads (`DataConfig.image_features`),
-    kept as the variable `image_features`."""
+
+    Args:
+      model, image_dim: the trained model and its image feature width.
+      path: the SavedModel directory (its parent is made if missing, for
+        TF Serving's `<model>/<version>/` layout).
+      image_features: the features it reads (`DataConfig.image_features`),
+        kept as the variable `image_features`.
+      image_provenance: how they were made (`data.provenance`), kept as
+        the variable `image_provenance`.
+      images: add the image signatures when the provenance names a
+        backbone `data.image_features.from_provenance` rebuilds.
+    """
     path = Path(path)
-    module = ServingModule(model, image_dim, image_features)
+    extractor = None
+    if images and image_provenance is not None:
+        extractor = cnn.from_provenance(image_provenance, image_features)
+        if extractor is not None and extractor.dim != image_dim:
+            raise InputError(f"{path}: the recorded backbone {image_provenance['backbone']} makes "
+                             f"{extractor.dim}-d features, the model reads {image_dim}-d ones")
+    module = ServingModule(model, image_dim, image_features, image_provenance, extractor)
+    path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     notice = _RenameNotice()
     logging.getLogger("absl").addFilter(notice)
@@ -101,7 +168,7 @@ def export_saved_model(model, image_dim, path, image_features="ims"):
             tf.saved_model.save(
                 module,
                 str(staging),
-                signatures={name: getattr(module, name) for name in SIGNATURES},
+                signatures=module.signatures(),
                 # For inference: written-out gradients (`PackedGRU`'s) stay out.
                 options=tf.saved_model.SaveOptions(experimental_custom_gradients=False),
             )

@@ -6,6 +6,9 @@ one protocol for both and a checkpoint and its export give the same
 numbers.
 """
 
+import json
+from pathlib import Path
+
 import numpy as np
 import tensorflow as tf
 
@@ -17,8 +20,12 @@ from models.restore import restore_model
 class CheckpointScorer:
     """Scores with the Keras model of a model directory's best checkpoint."""
 
-    def __init__(self, model, image_dim, data_path=None, image_features="ims", test_split="test"):
+    def __init__(self, model, image_dim, data_path=None, image_features="ims", test_split="test",
+                 image_provenance=None, recorded_in=None):
         self.model = model
+        # How the training features were made, and the file that says so.
+        self.image_provenance = image_provenance
+        self.recorded_in = recorded_in
         self.image_dim = image_dim
         self.data_path = data_path
         self.image_features = image_features
@@ -33,7 +40,8 @@ class CheckpointScorer:
     @classmethod
     def from_model_dir(cls, model_dir, overrides=()):
         config, model = restore_model(model_dir, overrides)
-        return cls(model, config.image_dim, config.data.path, config.data.image_features, config.data.test_split)
+        return cls(model, config.image_dim, config.data.path, config.data.image_features, config.data.test_split,
+                   config.image_provenance, Path(model_dir) / "config.json")
 
     def encode_images(self, features, batch_size=256):
         return _batched(self._encode_image, features, batch_size)
@@ -60,6 +68,11 @@ class SavedModelScorer:
         recorded = getattr(self.loaded, "image_features", None)
         self.image_features = recorded.numpy().decode() if recorded is not None else "ims"
         self.test_split = "test"
+        # Exports written before provenance was recorded hold none.
+        provenance = getattr(self.loaded, "image_provenance", None)
+        text = provenance.numpy().decode() if provenance is not None else ""
+        self.image_provenance = json.loads(text) if text else None
+        self.recorded_in = path
 
     def encode_images(self, features, batch_size=256):
         return _batched(self.loaded.encode_image, features, batch_size)

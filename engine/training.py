@@ -48,7 +48,7 @@ import tensorflow as tf
 from common import diagnostics, machine, progress
 from common.errors import InputError, error_reason
 from common.files import write_json_atomically
-from data import pipeline, splits, word_vectors
+from data import pipeline, provenance, splits, word_vectors
 from data.vocabulary import Vocabulary
 from engine import evaluation, runtime
 from engine.export import export_saved_model
@@ -180,7 +180,8 @@ class Trainer:
         }
         if self.is_chief:
             write_json_atomically(self.model_dir / "results.json", json.dumps(results, indent=2) + "\n")
-            export_saved_model(model, cfg.image_dim, self.model_dir / SAVED_MODEL_DIR, cfg.data.image_features)
+            export_saved_model(model, cfg.image_dim, self.model_dir / SAVED_MODEL_DIR, cfg.data.image_features,
+                               cfg.image_provenance)
         return results
 
     def _plan(self, model, train_split, steps_per_epoch):
@@ -239,7 +240,8 @@ class Trainer:
 
     def _load_data(self):
         """The train, dev and test splits, read and checked before any
-        training; sets the config's `image_dim` from the training features."""
+        training; sets the config's `image_dim` from the training features
+        and, for a new run, its `image_provenance` from their folder."""
         cfg = self.config
         tc = cfg.train
         train_split, dev_split, test_split = splits.load_experiment_splits(
@@ -250,7 +252,8 @@ class Trainer:
             raise InputError(
                 f"{cfg.data.path}: train features have dimension {image_dim}, the model being resumed expects {cfg.image_dim}"
             )
-        self.config = dataclasses.replace(cfg, image_dim=image_dim)
+        recorded = cfg.image_provenance if self.resume else provenance.read(cfg.data.path)
+        self.config = dataclasses.replace(cfg, image_dim=image_dim, image_provenance=recorded)
         for split in (train_split, dev_split, test_split):
             pipeline.check_captions(split, cfg.model.tokenizer, MAX_INPUT_TOKENS)
         pairs = len(train_split.images) if tc.sampling == "one_caption_per_image" else len(train_split.captions)

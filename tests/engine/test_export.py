@@ -1,0 +1,150 @@
+"""The exports' image signatures: JPEG/PNG bytes in, the same encodings and
+scores as the precomputed features of the same files (the embedded rows,
+made outside this repository), for a model of every family; the serving
+conventions (named inputs, serving_default, version folders)."""
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+import train
+from data import image_features
+from tests.helpers import EMBEDDED_DATA, EMBEDDED_IMAGES
+
+SAMPLES = sorted(EMBEDDED_IMAGES.glob("*.jpg"))
+CAPTIONS = ["A dog runs through the snow .", "Two children play on a beach", "a man rides a bike"]
+FAMILIES = ["trained", "trained_rcn", "trained_w2vv", "trained_fv", "trained_fne", "trained_mcnn_st"]
+
+
+def embedded_features(kind):
+    """The embedded test features (`ims`, `stages` or both) of the sample JPEGs."""
+    ids = (EMBEDDED_DATA / "test_ids.txt").read_text().split()
+    rows = [ids.index(path.name) for path in SAMPLES]
+    parts = [np.load(EMBEDDED_DATA / f"test_{name}.npy")[rows].astype(np.float32) for name in kind.split("+")]
+    return np.concatenate(parts, axis=1)
+
+
+def jpegs(paths=SAMPLES):
+    return tf.constant([path.read_bytes() for path in paths])
+
+
+@pytest.fixture(scope="module")
+def exports(request, tmp_path_factory):
+    """{family fixture: the SavedModel of its run}. A run trained on
+    features without provenance (the m-CNN's shortened test split) is
+    exported again with --provenance naming the embedded features, as an
+    older run would be."""
+    paths = {}
+    for name in FAMILIES:
+        run = request.getfixturevalue(name)
+        config = json.loads((run / "config.json").read_text())
+        if config.get("image_provenance") is None:
+            copy = tmp_path_factory.mktemp("export") / run.name
+            shutil.copytree(run, copy, ignore=shutil.ignore_patterns("saved_model", "checkpoints", "logs"))
+            assert train.main(["--model-dir", str(copy), "--export-only", "--provenance", str(EMBEDDED_DATA)]) == 0
+            run = copy
+        paths[name] = run / "saved_model"
+    return paths
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_score_images_equals_score_on_the_precomputed_features(exports, family):
+    loaded = tf.saved_model.load(str(exports[family]))
+    kind = loaded.image_features.numpy().decode()
+    features = embedded_features(kind)
+    texts = tf.constant(CAPTIONS)
+    expected = loaded.score(features, texts).numpy()
+    scores = loaded.score_images(jpegs(), texts).numpy()
+    assert scores.shape == (len(SAMPLES), len(CAPTIONS))
+    # The features agree to float16 storage and JPEG decoding (relative 2.4e-4 per row) ...
+    close = np.isclose(scores, expected, rtol=2e-3, atol=2e-3 * np.abs(expected).max()).all(axis=1)
+    if family == "trained_fne":
+        # ... which the FNE's discretisation turns into a whole step for a
+        # value lying at a threshold: most images, not all, score the same.
+        assert close.mean() >= 0.75, close
+        np.testing.assert_allclose(scores, expected, atol=0.05 * np.abs(expected).max())
+    else:
+        assert close.all(), np.abs(scores - expected).max()
+        encodings, reference = loaded.encode_image_bytes(jpegs()).numpy(), loaded.encode_image(features).numpy()
+        assert encodings.dtype == np.float32 and encodings.shape == reference.shape
+        np.testing.assert_allclose(encodings, reference, rtol=2e-3, atol=2e-3 * np.abs(reference).max())
+    # The signature is the recorded recipe, then the model: on the features
+    # the backbone makes of the same files, exactly `score`.
+    extracted = image_features.from_provenance(json.loads(loaded.image_provenance.numpy()), kind)(SAMPLES, 8)
+    np.testing.assert_allclose(scores, loaded.score(extracted, texts).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_the_loaded_signatures_take_named_inputs_and_a_png_is_the_same_image(exports):
+    loaded = tf.saved_model.load(str(exports["trained"]))
+    signature = loaded.signatures["encode_image_bytes"]
+    (output,) = signature(images=jpegs(SAMPLES[:1])).values()
+    np.testing.assert_allclose(output.numpy(), loaded.encode_image(embedded_features("ims")[:1]).numpy(),
+                               rtol=2e-3, atol=2e-3)
+    png = io.BytesIO()
+    Image.open(SAMPLES[0]).save(png, format="PNG")  # the decoded pixels, losslessly
+    (from_png,) = signature(images=tf.constant([png.getvalue()])).values()
+    np.testing.assert_allclose(from_png.numpy(), output.numpy(), rtol=1e-5, atol=1e-6)
+    (default,) = loaded.signatures["serving_default"](images=jpegs(), text=tf.constant(CAPTIONS)).values()
+    np.testing.assert_allclose(default.numpy(), loaded.score_images(jpegs(), tf.constant(CAPTIONS)).numpy())
+    assert bool(loaded.joint_space.numpy())
+    assert json.loads(loaded.image_provenance.numpy())["backbone"] == "efficientnet-lite0"
+
+
+@pytest.mark.parametrize("contents", [b"not an image", b"\xff\xd8\xff\xe0 a truncated JPEG", b""])
+def test_a_corrupt_or_non_image_input_is_an_invalid_argument_error(exports, contents):
+    loaded = tf.saved_model.load(str(exports["trained"]))
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        loaded.encode_image_bytes(tf.constant([SAMPLES[0].read_bytes(), contents]))
+    assert loaded.encode_image_bytes(jpegs(SAMPLES[:1])).shape[0] == 1  # still serving
+
+
+def test_saved_model_cli_lists_every_signature_with_named_inputs(exports):
+    cli = shutil.which("saved_model_cli") or str(__import__("pathlib").Path(sys.executable).parent / "saved_model_cli")
+    shown = subprocess.run([cli, "show", "--all", "--dir", str(exports["trained"])], capture_output=True, text=True,
+                           check=True).stdout
+    for name, inputs in [("encode_text", ["text"]), ("encode_image", ["image_features"]),
+                         ("score", ["image_features", "text"]), ("similarity", ["image_encodings", "text_encodings"]),
+                         ("encode_image_bytes", ["images"]), ("score_images", ["images", "text"]),
+                         ("serving_default", ["images", "text"])]:
+        block = shown.split(f"signature_def['{name}']:")[1].split("signature_def[")[0]
+        for argument in inputs:
+            assert f"inputs['{argument}']" in block, (name, argument)
+
+
+def test_an_export_into_a_numbered_version_folder(trained, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(trained, copy, ignore=shutil.ignore_patterns("saved_model", "checkpoints", "logs"))
+    assert train.main(["--model-dir", str(copy), "--export-only", "--serving-version", "2"]) == 0
+    assert (copy / "saved_model" / "2" / "saved_model.pb").is_file()
+    assert "score_images" in tf.saved_model.load(str(copy / "saved_model" / "2")).signatures
+
+
+def test_an_older_run_exports_image_features_only_with_a_notice(trained, tmp_path, capsys):
+    copy = tmp_path / "old"
+    shutil.copytree(trained, copy, ignore=shutil.ignore_patterns("saved_model", "checkpoints", "logs"))
+    config = json.loads((copy / "config.json").read_text())
+    del config["image_provenance"]
+    (copy / "config.json").write_text(json.dumps(config))
+    assert train.main(["--model-dir", str(copy), "--export-only"]) == 0
+    assert "records no feature provenance" in capsys.readouterr().err
+    loaded = tf.saved_model.load(str(copy / "saved_model"))
+    assert "encode_image_bytes" not in loaded.signatures and "serving_default" in loaded.signatures
+    assert loaded.image_provenance.numpy() == b""
+
+
+def test_provenance_that_differs_from_the_runs_is_refused(trained, tmp_path, capsys):
+    other = tmp_path / "other"
+    other.mkdir()
+    recorded = json.loads((EMBEDDED_DATA / "provenance.json").read_text())
+    (other / "provenance.json").write_text(json.dumps({**recorded, "crops": 1}))
+    assert train.main(["--model-dir", str(trained), "--export-only", "--provenance", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {other / 'provenance.json'}: differs from the provenance recorded in "
+                          f"{trained / 'config.json'}") and err.count("\n") == 1
