@@ -153,7 +153,6 @@ def build_index(model, out, images=None, captions=None, approximate_choice="auto
         paths, items, finished, approximate_choice))
 
 
-
 def report(out, manifest):
     """Prints what a build made: the skipped files (stderr), then one line
     (stdout)."""
