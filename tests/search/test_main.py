@@ -211,3 +211,17 @@ def test_an_interrupted_rebuild_leaves_the_existing_index_whole(image_index, exp
     assert run(capsys, *index_argv(exports, ["--images", photos], image_index, model="dot"))[0] == 0
     assert json.loads(Path(image_index / "index.json").read_text())["model"]["metric"] == "dot"
     assert not store.staging_dir(image_index).exists()
+
+
+def test_an_approximate_index_is_queried_through_the_graph_or_exactly(exports, photos, tmp_path, capsys):
+    out = tmp_path / "approximate.index"
+    status, printed, _ = run(capsys, *index_argv(exports, ["--images", photos], out), "--approximate", "always")
+    assert status == 0 and printed == f"{out}: 11 images and an approximate index, 2 skipped (listed in index.json)\n"
+    results = {}
+    for options in ([], ["--exact"], ["--ef-search", "11"]):
+        status, printed, _ = run(capsys, "query", out, "a dog runs on the beach", "--k", "11", "--json", *options)
+        assert status == 0
+        results[" ".join(options)] = [result["id"] for result in json.loads(printed)["results"]]
+    # With 11 items, a graph search keeping 11 candidates sees them all: the exact ranking.
+    assert results["--ef-search 11"] == results["--exact"]
+    assert sorted(results[""]) == sorted(results["--exact"])
