@@ -385,3 +385,22 @@ def test_the_help_names_every_backbone(capsys):
     backbone_help = " ".join(capsys.readouterr().out.split()).split("--backbone BACKBONE ")[1]
     assert backbone_help.startswith(f"{', '.join(sorted(image_features.BACKBONES))}, efficientnet-lite0 (the CNN of "
                                     "the embedded features), or tfhub:HANDLE_OR_PATH")
+
+
+def test_from_provenance_rebuilds_what_the_command_made_and_takes_encoded_images(release, tmp_path):
+    images, text = release
+    out = tmp_path / "precomp"
+    keras.utils.set_random_seed(0)
+    assert run_cli(images, text, out, "--splits", "test", "--backbone", "resnet152", "--weights", "none",
+                   "--crops", "1") == 0
+    keras.utils.set_random_seed(0)  # the same random weights
+    extractor = image_features.from_provenance(provenance.read(out), "ims")
+    contents = tf.constant([(images / NAMES[2]).read_bytes()])
+    np.testing.assert_allclose(extractor.encode_bytes(contents).numpy(), readers.load_precomp(out, "test").images,
+                               rtol=1e-4, atol=1e-5)
+    # What it cannot rebuild: per-stage features it did not make, a remote
+    # TF Hub module (the network at every export), other feature kinds.
+    assert image_features.from_provenance(provenance.read(out), "stages") is None
+    remote = provenance.describe("tfhub:https://tfhub.dev/google/x/feature_vector/2", "imagenet", 10, stages=False)
+    assert image_features.from_provenance(remote, "ims") is None
+    assert image_features.from_provenance(provenance.read(out), "audio") is None
