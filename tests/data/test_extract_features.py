@@ -404,3 +404,17 @@ def test_from_provenance_rebuilds_what_the_command_made_and_takes_encoded_images
     remote = provenance.describe("tfhub:https://tfhub.dev/google/x/feature_vector/2", "imagenet", 10, stages=False)
     assert image_features.from_provenance(remote, "ims") is None
     assert image_features.from_provenance(provenance.read(out), "audio") is None
+
+
+@pytest.mark.parametrize("contents", [b"junk", None])
+def test_a_wrong_efficientnet_lite0_weights_file_is_one_line(release, tmp_path, capsys, contents):
+    images, text = release
+    weights = tmp_path / "other.weights.h5"
+    if contents is None:  # a Keras weights file of another network
+        keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)]).save_weights(weights)
+    else:
+        weights.write_bytes(contents)
+    argv = ["--splits", "test", "--backbone", "efficientnet-lite0", "--weights", str(weights)]
+    assert run_cli(images, text, tmp_path / "o", *argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --weights {weights}: not a weights file of efficientnet-lite0 (") and err.count("\n") == 1
