@@ -104,15 +104,12 @@ def test_the_beam_index_of_a_folder_equals_the_single_process_one(needs_beam, ex
         assert [hit.id for hit in got] == [hit.id for hit in expected]
 
 
-@pytest.fixture(params=["hand-built export", "trained gru export"])
-def image_export(request, exports):
-    """A hand-built export (fast), and the tiny `gru` run's, whose image
-    signature runs the EfficientNet-Lite0 backbone."""
-    if request.param == "hand-built export":
-        return exports["cosine"]
-    export = request.getfixturevalue("trained") / "saved_model"
-    if not SearchModel(export).takes_images:
-        pytest.skip("the export has no encode_image_bytes signature yet (issue 22, sections 1-3)")
+@pytest.fixture
+def image_export(trained):
+    """The tiny `gru` run's export, whose image signature runs the
+    EfficientNet-Lite0 backbone."""
+    export = trained / "saved_model"
+    assert SearchModel(export).takes_images
     return export
 
 
