@@ -225,3 +225,35 @@ def test_an_approximate_index_is_queried_through_the_graph_or_exactly(exports, p
     # With 11 items, a graph search keeping 11 candidates sees them all: the exact ranking.
     assert results["--ef-search 11"] == results["--exact"]
     assert sorted(results[""]) == sorted(results["--exact"])
+
+
+def test_an_unfinished_index_a_damaged_approximate_index_and_an_image_query_without_the_signature(
+        exports, photos, tmp_path, capsys, monkeypatch):
+    real_encode = build.Source.encode
+
+    def interrupted(source, ids):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build.Source, "encode", interrupted)
+    assert run(capsys, *index_argv(exports, ["--images", photos], tmp_path / "i"))[0] == 130
+    monkeypatch.setattr(build.Source, "encode", real_encode)
+    partial = store.staging_dir(tmp_path / "i")
+    status, _, err = run(capsys, "query", partial, "a dog")
+    assert status == 2 and error_line(err) == f"error: {partial}: an unfinished index; run its build again to complete it"
+
+    out = tmp_path / "approximate.index"
+    assert run(capsys, *index_argv(exports, ["--images", photos], out), "--approximate", "always")[0] == 0
+    graph = out / "approximate.faiss"
+    graph.write_bytes(graph.read_bytes()[:100])
+    status, _, err = run(capsys, "query", out, "a dog")
+    assert status == 2
+    assert re.fullmatch(rf"error: {re.escape(str(graph))}: damaged approximate index \(.+\); build the index again",
+                        error_line(err))
+
+    captions = tmp_path / "captions.txt"
+    captions.write_text("a dog runs\nsnow\n")
+    out = tmp_path / "captions.index"
+    assert run(capsys, *index_argv(exports, ["--captions", captions], out, model="text-only"))[0] == 0
+    status, _, err = run(capsys, "query", out, "--image", photos / "p0.png")
+    assert status == 2 and error_line(err).startswith(f"error: --image: the SavedModel {exports['text-only']} takes "
+                                                      "precomputed image features only")
