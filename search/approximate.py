@@ -40,7 +40,6 @@ LINKS = 32  # M
 EF_CONSTRUCTION = 80
 DEFAULT_EF_SEARCH = 128
 FILE = "approximate.faiss"
-CHOICES = ("auto", "always", "never")
 
 
 def wanted(choice, items, metric, argument="--approximate"):
