@@ -93,6 +93,7 @@ def _run(args):
 
 
 def _export_only(model_dir, version=None, features_dir=None):
+    import logging
     from pathlib import Path
 
     from data import provenance
@@ -115,8 +116,9 @@ def _export_only(model_dir, version=None, features_dir=None):
                               config.data.image_features, recorded)
     print(f"SavedModel: {path}")
     if recorded is None:
-        print(f"notice: {Path(model_dir) / 'config.json'} records no feature provenance, so the export takes image "
-              f"features only; --provenance FEATURES_DIR adds {' and '.join(IMAGE_SIGNATURES)}", file=sys.stderr)
+        logging.getLogger("train").warning(
+            "%s records no feature provenance, so the export takes image features only; --provenance FEATURES_DIR "
+            "adds %s", Path(model_dir) / "config.json", " and ".join(IMAGE_SIGNATURES))
     return 0
 
 

@@ -117,7 +117,7 @@ def check_same(recorded, recorded_in, folder):
         return None
     found = read(folder)
     if found is None:
-        return (f"notice: {Path(folder) / FILE} does not exist: the features cannot be checked against the "
+        return (f"{Path(folder) / FILE} does not exist: the features cannot be checked against the "
                 f"provenance recorded in {recorded_in} ({recorded['backbone']}, {recorded['weights']} weights)")
     if not same_features(found, recorded):
         differences = ", ".join(f"{key} {found.get(key)!r} vs {recorded.get(key)!r}"

@@ -1,7 +1,7 @@
 """The command-line arguments that choose a trained model and a split of
 data, shared by `evaluate.py` and the tools that score with a model."""
 
-import sys
+import logging
 
 from common.errors import InputError
 from data import provenance, splits
@@ -34,12 +34,12 @@ def load_model_and_split(args, overrides=()):
         scorer = scoring.SavedModelScorer(args.saved_model)
     data_root = args.data or scorer.data_path or EMBEDDED_DATA
     # Features made otherwise than the training ones are refused; a folder
-    # without a record of how they were made is read, with a notice.
+    # without a record of how they were made is read, with a logged notice.
     notice = provenance.check_same(scorer.image_provenance, scorer.recorded_in, data_root)
-    if notice:
-        print(notice, file=sys.stderr)
     image_features = args.image_features or scorer.image_features
     split_name = args.split or scorer.test_split
     split = splits.load_split(data_root, split_name, image_features)
     splits.check_image_dim(split, scorer.image_dim, splits.features_location(data_root, split_name, image_features))
+    if notice:
+        logging.getLogger("provenance").warning(notice)
     return scorer, split

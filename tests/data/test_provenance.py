@@ -45,7 +45,7 @@ def test_check_same_refuses_other_features_naming_both_files(tmp_path):
 def test_a_folder_without_provenance_gets_a_notice_and_an_old_run_is_not_checked(tmp_path):
     run = provenance.describe("resnet152", "imagenet", 10, stages=False)
     notice = provenance.check_same(run, "run/config.json", tmp_path)
-    assert notice.startswith(f"notice: {tmp_path / 'provenance.json'} does not exist") and "run/config.json" in notice
+    assert notice.startswith(f"{tmp_path / 'provenance.json'} does not exist") and "run/config.json" in notice
     assert provenance.check_same(None, "old/config.json", tmp_path) is None
 
 
