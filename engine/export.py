@@ -136,7 +136,7 @@ class _RenameNotice(logging.Filter):
         return "with unsupported characters which will be renamed" not in record.getMessage()
 
 
-def export_saved_model(model, image_dim, path, image_features="ims", image_provenance=None, images=True):
+def export_saved_model(model, image_dim, path, image_features="ims", image_provenance=None):
     """Writes a SavedModel to `path`, replacing any previous one only once
     the new one is complete (an interrupted export leaves the old intact).
 
@@ -147,13 +147,13 @@ def export_saved_model(model, image_dim, path, image_features="ims", image_prove
       image_features: the features it reads (`DataConfig.image_features`),
         kept as the variable `image_features`.
       image_provenance: how they were made (`data.provenance`), kept as
-        the variable `image_provenance`.
-      images: add the image signatures when the provenance names a
-        backbone `data.image_features.from_provenance` rebuilds.
+        the variable `image_provenance`; when it names a backbone
+        `data.image_features.from_provenance` rebuilds, the export takes
+        encoded images too.
     """
     path = Path(path)
     extractor = None
-    if images and image_provenance is not None:
+    if image_provenance is not None:
         extractor = cnn.from_provenance(image_provenance, image_features)
         if extractor is not None and extractor.dim != image_dim:
             raise InputError(f"{path}: the recorded backbone {image_provenance['backbone']} makes "

@@ -263,6 +263,10 @@ def test_tfhub_module_as_the_backbone(release, tmp_path, as_signature):
         views = [image[y : y + 224, x : x + 224] for y, x in [(0, 0), (0, 32), (32, 0), (32, 32), (16, 16)]]
         expected = np.mean([view.mean(axis=(0, 1)) for view in views], axis=0) @ projection
         np.testing.assert_allclose(split.images[row], expected, rtol=1e-4)
+    # Rebuilt from the folder's provenance (a module directory), on encoded images.
+    extractor = image_features.from_provenance(provenance.read(out), "ims")
+    contents = tf.constant([path.read_bytes() for path in IMAGES[:2]])
+    np.testing.assert_allclose(extractor.encode_bytes(contents).numpy(), split.images, rtol=1e-4)
 
 
 @pytest.mark.parametrize("backbone, extra, message", [
