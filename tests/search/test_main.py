@@ -257,3 +257,9 @@ def test_an_unfinished_index_a_damaged_approximate_index_and_an_image_query_with
     status, _, err = run(capsys, "query", out, "--image", photos / "p0.png")
     assert status == 2 and error_line(err).startswith(f"error: --image: the SavedModel {exports['text-only']} takes "
                                                       "precomputed image features only")
+
+
+def test_a_saved_model_that_is_not_one(photos, tmp_path, capsys):
+    status, _, err = run(capsys, "index", "--saved-model", tmp_path / "nowhere", "--images", photos, "--out",
+                         tmp_path / "i")
+    assert status == 2 and error_line(err).startswith(f"error: {tmp_path / 'nowhere'}: not a readable SavedModel (")
