@@ -22,8 +22,9 @@ import argparse
 import sys
 
 from common.errors import InputError, count, run_command
+from data import provenance
 from engine import evaluation, projector
-from engine.arguments import add_model_and_split_arguments, load_model_and_split
+from engine.arguments import add_model_and_split_arguments, data_root, load_model_and_split
 from tools import records
 
 
@@ -73,6 +74,10 @@ def _run(args):
     print(f"{args.split or scorer.test_split} split, protocol {args.protocol}:")
     print(evaluation.format_table(result))
     recording.write([result])
+    # Said once the evaluation is done: an error before it stays the command's one line.
+    notice = provenance.missing_notice(scorer.image_provenance, scorer.recorded_in, data_root(args, scorer))
+    if notice:
+        print(notice, file=sys.stderr)
     if projector_dir:
         projector.write_projector(projector_dir, *encodings, split, image_files)
         print(f"projector: tensorboard --logdir {projector_dir}", file=sys.stderr)

@@ -99,30 +99,32 @@ def same_features(a, b):
 
 
 def check_same(recorded, recorded_in, folder):
-    """Checks a folder's features against the provenance a run recorded.
+    """Refuses a folder whose features were made otherwise than the ones
+    a run recorded.
 
     Args:
       recorded: the run's provenance (None: a run from before provenance
         was recorded, which is not checked).
       recorded_in: the file it was read from, for messages.
-      folder: the features folder about to be read.
-
-    Returns:
-      A notice (str) when the folder records no provenance, else None.
+      folder: the features folder about to be read; one without a
+        provenance passes (see `missing_notice`).
 
     Raises:
       InputError: the folder's provenance differs from the run's.
     """
-    if recorded is None:
-        return None
-    found = read(folder)
-    if found is None:
-        return (f"{Path(folder) / FILE} does not exist: the features cannot be checked against the "
-                f"provenance recorded in {recorded_in} ({recorded['backbone']}, {recorded['weights']} weights)")
-    if not same_features(found, recorded):
+    found = read(folder) if recorded is not None else None
+    if found is not None and not same_features(found, recorded):
         differences = ", ".join(f"{key} {found.get(key)!r} vs {recorded.get(key)!r}"
                                 for key in sorted((set(found) | set(recorded)) - set(_NOT_COMPARED))
                                 if found.get(key) != recorded.get(key))
         raise InputError(f"{Path(folder) / FILE}: these features were made differently from the ones the model "
                          f"was trained on, recorded in {recorded_in} ({differences})")
-    return None
+
+
+def missing_notice(recorded, recorded_in, folder):
+    """The notice for a folder whose features `check_same` could not check
+    (it records no provenance while the run does), else None."""
+    if recorded is None or (Path(folder) / FILE).exists():
+        return None
+    return (f"notice: {Path(folder) / FILE} does not exist: the features cannot be checked against the "
+            f"provenance recorded in {recorded_in} ({recorded['backbone']}, {recorded['weights']} weights)")

@@ -1,8 +1,6 @@
 """The command-line arguments that choose a trained model and a split of
 data, shared by `evaluate.py` and the tools that score with a model."""
 
-import logging
-
 from common.errors import InputError
 from data import provenance, splits
 from data.embedded import EMBEDDED_DATA
@@ -23,7 +21,9 @@ def add_model_and_split_arguments(parser):
 
 def load_model_and_split(args, overrides=()):
     """(scorer, split) of the arguments of `add_model_and_split_arguments`;
-    `overrides` are `--set` model settings (a model directory only)."""
+    `overrides` are `--set` model settings (a model directory only).
+    Features made otherwise than the model's training features (their
+    provenance.json, `data.provenance`) are refused."""
     from engine import scoring  # Imported here: it loads TensorFlow.
 
     if args.model_dir:
@@ -32,14 +32,15 @@ def load_model_and_split(args, overrides=()):
         raise InputError("--set needs --model-dir: a SavedModel's settings are fixed")
     else:
         scorer = scoring.SavedModelScorer(args.saved_model)
-    data_root = args.data or scorer.data_path or EMBEDDED_DATA
-    # Features made otherwise than the training ones are refused; a folder
-    # without a record of how they were made is read, with a logged notice.
-    notice = provenance.check_same(scorer.image_provenance, scorer.recorded_in, data_root)
+    root = data_root(args, scorer)
+    provenance.check_same(scorer.image_provenance, scorer.recorded_in, root)
     image_features = args.image_features or scorer.image_features
     split_name = args.split or scorer.test_split
-    split = splits.load_split(data_root, split_name, image_features)
-    splits.check_image_dim(split, scorer.image_dim, splits.features_location(data_root, split_name, image_features))
-    if notice:
-        logging.getLogger("provenance").warning(notice)
+    split = splits.load_split(root, split_name, image_features)
+    splits.check_image_dim(split, scorer.image_dim, splits.features_location(root, split_name, image_features))
     return scorer, split
+
+
+def data_root(args, scorer):
+    """The data folder the arguments choose: --data, else the model's training data, else the embedded Flickr8k."""
+    return args.data or scorer.data_path or EMBEDDED_DATA

@@ -29,7 +29,8 @@ def write(folder, recorded):
 def test_check_same_accepts_the_same_features_with_or_without_stages(tmp_path):
     run = provenance.describe("vgg16", "imagenet", 10, stages=False)
     folder = write(tmp_path / "f", provenance.describe("vgg16", "imagenet", 10, stages=True))
-    assert provenance.check_same(run, "run/config.json", folder) is None
+    provenance.check_same(run, "run/config.json", folder)
+    assert provenance.missing_notice(run, "run/config.json", folder) is None
 
 
 def test_check_same_refuses_other_features_naming_both_files(tmp_path):
@@ -44,9 +45,12 @@ def test_check_same_refuses_other_features_naming_both_files(tmp_path):
 
 def test_a_folder_without_provenance_gets_a_notice_and_an_old_run_is_not_checked(tmp_path):
     run = provenance.describe("resnet152", "imagenet", 10, stages=False)
-    notice = provenance.check_same(run, "run/config.json", tmp_path)
-    assert notice.startswith(f"{tmp_path / 'provenance.json'} does not exist") and "run/config.json" in notice
-    assert provenance.check_same(None, "old/config.json", tmp_path) is None
+    provenance.check_same(run, "run/config.json", tmp_path)
+    notice = provenance.missing_notice(run, "run/config.json", tmp_path)
+    assert notice.startswith(f"notice: {tmp_path / 'provenance.json'} does not exist") and "run/config.json" in notice
+    other = write(tmp_path / "f", provenance.describe("vgg16", "imagenet", 1, stages=False))
+    provenance.check_same(None, "old/config.json", other)
+    assert provenance.missing_notice(None, "old/config.json", tmp_path) is None
 
 
 @pytest.mark.parametrize("text, problem", [("{", "not valid JSON"), ('{"backbone": "x"}', "not a feature provenance")])

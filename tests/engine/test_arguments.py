@@ -64,23 +64,21 @@ def test_features_made_otherwise_than_the_runs_are_refused_naming_both_files(tra
     assert str(recorded_in) in message and "weights 'none' vs 'imagenet'" in message and "\n" not in message
 
 
-def notices(caplog):
-    return [record.getMessage() for record in caplog.records if record.name == "provenance"]
+def test_a_folder_without_provenance_is_evaluated_with_a_notice_after_the_metrics(trained, sample_data, tmp_path,
+                                                                                  capsys):
+    import evaluate
 
-
-def test_a_folder_without_provenance_is_read_with_a_notice(trained, sample_data, tmp_path, caplog):
     bare = provenance_folder(sample_data, tmp_path / "bare", None)
-    _, split = load_model_and_split(parse(["--model-dir", str(trained), "--data", str(bare)]))
-    assert len(split.images) == 8
-    (notice,) = notices(caplog)
-    assert notice.startswith(f"{bare / 'provenance.json'} does not exist") and str(trained / "config.json") in notice
-    caplog.clear()
+    assert evaluate.main(["--model-dir", str(trained), "--data", str(bare)]) == 0
+    captured = capsys.readouterr()
+    assert "rsum" in captured.out
+    assert captured.err.strip().splitlines()[-1].startswith(f"notice: {bare / 'provenance.json'} does not exist")
     same = provenance_folder(sample_data, tmp_path / "same", json.loads((EMBEDDED_DATA / "provenance.json").read_text()))
-    load_model_and_split(parse(["--model-dir", str(trained), "--data", str(same)]))
-    assert notices(caplog) == []
+    assert evaluate.main(["--model-dir", str(trained), "--data", str(same)]) == 0
+    assert "notice" not in capsys.readouterr().err
 
 
-def test_an_older_run_without_provenance_loads_without_checks(trained, sample_data, tmp_path, caplog):
+def test_an_older_run_without_provenance_loads_without_checks(trained, sample_data, tmp_path):
     import shutil
 
     old = tmp_path / "old"
@@ -91,4 +89,3 @@ def test_an_older_run_without_provenance_loads_without_checks(trained, sample_da
     bare = provenance_folder(sample_data, tmp_path / "bare", None)
     scorer, split = load_model_and_split(parse(["--model-dir", str(old), "--data", str(bare)]))
     assert scorer.image_provenance is None and len(split.images) == 8
-    assert notices(caplog) == []
