@@ -148,3 +148,16 @@ def test_provenance_that_differs_from_the_runs_is_refused(trained, tmp_path, cap
     err = capsys.readouterr().err
     assert err.startswith(f"error: {other / 'provenance.json'}: differs from the provenance recorded in "
                           f"{trained / 'config.json'}") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--export-only", "--provenance", "{tmp}"], "--provenance {tmp}: no provenance.json there"),
+    (["--serving-version", "1"], "--serving-version and --provenance apply to --export-only"),
+])
+def test_export_options_are_checked_in_one_line(trained, tmp_path, capsys, extra, message):
+    argv = ["--model-dir", str(trained), *[word.replace("{tmp}", str(tmp_path)) for word in extra]]
+    if "--export-only" not in extra:
+        argv = ["--model-dir", str(tmp_path / "new"), "--model", "gru", *extra]
+    assert train.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {message.replace('{tmp}', str(tmp_path))}\n"
