@@ -155,7 +155,11 @@ def export_saved_model(model, image_dim, path, image_features="ims", image_prove
     extractor = None
     if image_provenance is not None:
         extractor = cnn.from_provenance(image_provenance, image_features)
-        if extractor is not None and extractor.dim != image_dim:
+        if extractor is None:
+            logging.getLogger("export").warning(
+                "%s: takes image features only: the recorded backbone %s of its %s features is not one the zoo "
+                "rebuilds (a TF Hub module needs its directory)", path, image_provenance["backbone"], image_features)
+        elif extractor.dim != image_dim:
             raise InputError(f"{path}: the recorded backbone {image_provenance['backbone']} makes "
                              f"{extractor.dim}-d features, the model reads {image_dim}-d ones")
     module = ServingModule(model, image_dim, image_features, image_provenance, extractor)

@@ -161,3 +161,17 @@ def test_export_options_are_checked_in_one_line(trained, tmp_path, capsys, extra
     assert train.main(argv) == 2
     err = capsys.readouterr().err
     assert err == f"error: {message.replace('{tmp}', str(tmp_path))}\n"
+
+
+def test_a_backbone_the_zoo_cannot_rebuild_gives_an_export_of_image_features_with_a_warning(trained, tmp_path, caplog):
+    from data import provenance
+    from engine.export import export_saved_model
+    from models.restore import restore_model
+
+    config, model = restore_model(trained)
+    remote = provenance.describe("tfhub:https://tfhub.dev/google/x/feature_vector/2", "imagenet", 10, stages=False)
+    path = export_saved_model(model, config.image_dim, tmp_path / "export", "ims", remote)
+    assert any("takes image features only" in record.getMessage() for record in caplog.records)
+    loaded = tf.saved_model.load(str(path))
+    assert "encode_image_bytes" not in loaded.signatures
+    assert json.loads(loaded.image_provenance.numpy())["backbone"] == remote["backbone"]
