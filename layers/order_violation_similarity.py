@@ -19,7 +19,12 @@ class OrderViolationSimilarity(keras.layers.Layer):
     images and m captions need n x m x D differences. They are computed in
     blocks of b images x b captions with b^2 D <= `max_elements` (one block
     at a time), so memory is bounded by the block and the n x m output, for
-    a training batch and a 5K x 25K evaluation alike.
+    a training batch and a 5K x 25K evaluation alike. Each block is one
+    XLA-compiled function: the difference, the clipping, the square and the
+    sum over D fuse into one loop, so the b x b x D differences are never
+    written to memory (without XLA each of those steps made a pass over
+    them through memory; on 2 CPU cores the fused block is 14 times
+    faster, `tools.bench_order_similarity`).
 
     Args:
       max_elements: the most difference elements held at once (2^24 = 64 MB
@@ -44,11 +49,8 @@ class OrderViolationSimilarity(keras.layers.Layer):
         texts, n_texts = split_blocks(text_embeddings, block)  # [T, b, D]
 
         def image_block_scores(image_block):
-            def pair_scores(text_block):
-                violation = tf.nn.relu(text_block[None, :, :] - image_block[:, None, :])  # [b, b, D]
-                return -tf.reduce_sum(tf.square(violation), axis=-1)
-
-            return tf.map_fn(pair_scores, texts, parallel_iterations=1)  # [T, b, b]
+            return tf.map_fn(lambda text_block: block_scores(image_block, text_block), texts,
+                             parallel_iterations=1)  # [T, b, b]
 
         scores = tf.map_fn(image_block_scores, images, parallel_iterations=1)  # [I, T, b, b]
         scores = tf.reshape(tf.transpose(scores, (0, 2, 1, 3)), (tf.shape(images)[0] * block, -1))
@@ -59,6 +61,14 @@ class OrderViolationSimilarity(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "max_elements": self.max_elements}
+
+
+@tf.function(jit_compile=True)
+def block_scores(image_block, text_block):
+    """-|| max(0, c - i) ||^2 of every image and caption of two blocks:
+    [b, D] x [b, D] -> [b, b], fused by XLA."""
+    violation = tf.nn.relu(text_block[None, :, :] - image_block[:, None, :])  # [b, b, D], never materialised
+    return -tf.reduce_sum(tf.square(violation), axis=-1)
 
 
 def split_blocks(x, block):
