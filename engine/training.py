@@ -252,6 +252,8 @@ class Trainer:
             raise InputError(
                 f"{cfg.data.path}: train features have dimension {image_dim}, the model being resumed expects {cfg.image_dim}"
             )
+        if self.resume:  # on the features it started on
+            provenance.check_same(cfg.image_provenance, self.model_dir / "config.json", cfg.data.path)
         recorded = cfg.image_provenance if self.resume else provenance.read(cfg.data.path)
         self.config = dataclasses.replace(cfg, image_dim=image_dim, image_provenance=recorded)
         for split in (train_split, dev_split, test_split):

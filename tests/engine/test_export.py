@@ -175,3 +175,8 @@ def test_a_backbone_the_zoo_cannot_rebuild_gives_an_export_of_image_features_wit
     loaded = tf.saved_model.load(str(path))
     assert "encode_image_bytes" not in loaded.signatures
     assert json.loads(loaded.image_provenance.numpy())["backbone"] == remote["backbone"]
+
+
+def test_training_records_the_features_provenance_in_config_json(trained):
+    recorded = json.loads((trained / "config.json").read_text())["image_provenance"]
+    assert recorded == json.loads((EMBEDDED_DATA / "provenance.json").read_text())

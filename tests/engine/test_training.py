@@ -295,3 +295,19 @@ def test_the_vocabulary_line_says_where_its_words_come_from():
     listed = Vocabulary(["<pad>", "<unk>", "dog", "zebra"])
     assert training._vocabulary_origin(listed, 2) == (
         "4 tokens, the model's own word list (not counted in the training captions)")
+
+
+def test_resuming_on_features_made_otherwise_is_refused(trained, tmp_path, capsys):
+    import shutil
+
+    from tests.helpers import EMBEDDED_DATA
+
+    run = tmp_path / "run"
+    shutil.copytree(trained, run, ignore=shutil.ignore_patterns("saved_model", "logs"))
+    config = json.loads((run / "config.json").read_text())
+    config["image_provenance"]["crops"] = 10
+    (run / "config.json").write_text(json.dumps(config))
+    assert train.main(["--model-dir", str(run), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {EMBEDDED_DATA / 'provenance.json'}: these features were made differently")
+    assert str(run / "config.json") in err and err.count("\n") == 1
