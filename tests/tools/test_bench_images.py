@@ -6,11 +6,20 @@ import tensorflow as tf
 from tools import bench_images
 
 
+def json_documents(text):
+    """The JSON values printed one after another in `text`."""
+    decoder, values, position = json.JSONDecoder(), [], 0
+    while text[position:].strip():
+        value, position = decoder.raw_decode(text, position + len(text[position:]) - len(text[position:].lstrip()))
+        values.append(value)
+    return values
+
+
 def test_bench_times_the_image_signature_of_an_export(trained, tmp_path, capsys):
     argv = ["--saved-model", str(trained / "saved_model"), "--batch-sizes", "1,3", "--repeats", "1",
             "--record", str(tmp_path / "images.json")]
     assert bench_images.main(argv) == 0
-    reports = [json.loads(block) for block in capsys.readouterr().out.replace("}\n{", "}\x00{").split("\x00")]
+    reports = json_documents(capsys.readouterr().out)
     assert [report["batch"] for report in reports] == [1, 3]
     for report in reports:
         assert set(report) == {"saved_model", "backbone", "views", "batch", "seconds_per_batch", "images_per_second",
