@@ -21,6 +21,11 @@ def test_a_tiny_benchmark_reports_recall_and_speed(tmp_path, capsys):
     assert report["approximate"][1]["recall_at_k"] == 1.0
     assert report["recommended_ef_search"] in (8, 300)
     assert report["exact_queries_per_s"] > 0 and all(row["queries_per_s"] > 0 for row in report["approximate"])
+    shown = next(row for row in report["approximate"] if row["ef_search"] == report["shown_ef_search"])
+    assert shown["ef_search"] == report["recommended_ef_search"]  # a setting met the recall target
+    assert (report["shown_recall_at_k"], report["shown_queries_per_s"], report["shown_speedup_vs_exact"]) == (
+        shown["recall_at_k"], shown["queries_per_s"], shown["speedup_vs_exact"])
+    assert report["peak_rss_mb"] > 0
     record = json.loads((tmp_path / "search.json").read_text())
     assert record["reports"] == [report]
     assert record["command"] == f"python -m tools.bench_search {' '.join(TINY)}"
