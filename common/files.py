@@ -5,6 +5,7 @@ Every problem raises `InputError` with a one-line message naming the file.
 """
 
 import os
+import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -98,3 +99,16 @@ def atomic_write(path, write):
 def write_json_atomically(path, text):
     """Writes `text` to `path` via a temporary file and a rename."""
     atomic_write(path, lambda file: file.write(text.encode("utf-8")))
+
+
+def replace_directory(staging, out):
+    """Puts the folder `staging` at `out` (Paths on one file system) with
+    two renames: an existing `out` stays whole until the new one is in
+    place, and is then removed."""
+    if out.exists():
+        retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+        out.rename(retired / out.name)
+        staging.rename(out)
+        shutil.rmtree(retired)
+    else:
+        staging.rename(out)

@@ -45,6 +45,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from common.errors import InputError, error_reason
+from common.files import replace_directory
 from data import image_features as cnn
 
 SIGNATURES = ("encode_text", "encode_image", "score", "similarity")
@@ -179,13 +180,7 @@ def export_saved_model(model, image_dim, path, image_features="ims", image_prove
         except (OSError, tf.errors.OpError) as error:  # a full disk, a quota
             raise InputError(f"{path}: the SavedModel cannot be written ({error_reason(error)}); "
                              "any previous export is unchanged") from None
-        if path.exists():
-            retired = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
-            path.rename(retired / path.name)
-            staging.rename(path)
-            shutil.rmtree(retired)
-        else:
-            staging.rename(path)
+        replace_directory(staging, path)
     finally:
         logging.getLogger("absl").removeFilter(notice)
         shutil.rmtree(staging, ignore_errors=True)

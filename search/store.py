@@ -23,15 +23,13 @@ build writes them in the folder's sorted order, the Beam pipeline
 """
 
 import json
-import shutil
-import tempfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from common.errors import InputError
-from common.files import atomic_write, write_json_atomically
+from common.files import atomic_write, replace_directory, write_json_atomically
 
 FORMAT = "zoo-search-index/1"
 SHARD_ITEMS = 4096  # encodings per shard (16 MB of 1024-d float32)
@@ -139,18 +137,5 @@ def finish(staging, out, approximate):
     manifest["approximate"] = approximate([staging / shard["file"] for shard in shards], len(seen), manifest)
     manifest.pop("format")
     write_manifest(staging, manifest)
-    replace(staging, out)
+    replace_directory(staging, out)
     return manifest
-
-
-def replace(staging, out):
-    """Puts the folder `staging` at `out` (two renames: `out`, if any, is
-    intact until the new one is in place)."""
-    if out.exists():
-        retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-        out.rename(retired / out.name)
-        staging.rename(out)
-        shutil.rmtree(retired)
-    else:
-        staging.rename(out)
-
