@@ -292,8 +292,17 @@ def saved_model_rates(model_name, args, batch=256, repeats=3):
     return {"saved_model_mb": round(size / 2**20, 1), **rates, "encode_peak_rss_mb": peak_rss_mb()}
 
 
-def peak_rss_mb():
-    """This process's peak resident memory so far, in MB."""
+def peak_rss_mb(status="/proc/self/status"):
+    """This process's peak resident memory so far, in MB: Linux's VmHWM,
+    which starts anew in a spawned process (`ru_maxrss` carries the
+    parent's peak over fork and exec), else `ru_maxrss`."""
+    try:
+        with open(status, encoding="utf-8") as lines:
+            for line in lines:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024)  # kB
+    except OSError:
+        pass
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 

@@ -125,6 +125,13 @@ def test_bench_cost_measures_each_stage_in_a_process_of_its_own(tmp_path, capsys
     assert report["eval_5k_peak_rss_mb"] > report["encode_peak_rss_mb"] + 400
 
 
+def test_peak_memory_is_linuxs_high_water_mark_of_this_process(tmp_path):
+    status = tmp_path / "status"
+    status.write_text("Name:\tpython\nVmPeak:\t 9999999 kB\nVmHWM:\t 2097152 kB\nVmRSS:\t 1024 kB\n")
+    assert bench.peak_rss_mb(status) == 2048
+    assert bench.peak_rss_mb(tmp_path / "absent") > 0  # ru_maxrss where there is no /proc
+
+
 def test_bench_cost_of_a_fitted_model_has_no_training_stage():
     args = bench.parse_args(["--cost", "--model", "fv-mean", "--preset", "paper"])
     assert bench.cost_stage("train", "fv-mean", args) == {}  # no gradient steps; its family benchmark times the fit
