@@ -23,8 +23,8 @@ class OrderViolationSimilarity(keras.layers.Layer):
     XLA-compiled function: the difference, the clipping, the square and the
     sum over D fuse into one loop, so the b x b x D differences are never
     written to memory (without XLA each of those steps made a pass over
-    them through memory; on 2 CPU cores the fused block is 14 times
-    faster, `tools.bench_order_similarity`).
+    them through memory; on 2 CPU cores the fused block halves the time,
+    `tools.bench_order_similarity`).
 
     Args:
       max_elements: the most difference elements held at once (2^24 = 64 MB

@@ -48,7 +48,7 @@ def parse_args(argv):
     query.add_argument("--saved-model", help="the index's model, if it has moved (its fingerprint must match)")
     query.add_argument("--exact", action="store_true", help="exact search even where there is an approximate index")
     query.add_argument("--ef-search", type=count, help="candidates the approximate index's graph search keeps "
-                       "(default: the index's, 128; more: higher recall, slower)")
+                       "(default: the index's, 256; more: higher recall, slower)")
     for command in (index, query):
         command.add_argument("--quiet", action="store_true", help="no progress bars")
         command.add_argument("--verbose", action="store_true", help="keep TensorFlow's start-up lines")
