@@ -40,3 +40,22 @@ def photos(tmp_path_factory):
     (root / "a" / "broken.jpg").write_bytes(b"this is not a JPEG")
     (root / "empty.jpeg").write_bytes(b"")
     return root
+
+
+@pytest.fixture
+def interrupt_second_batch(monkeypatch):
+    """Makes indexing raise KeyboardInterrupt at its second batch of items
+    (as Ctrl-C would); returns the real `build.Source.encode`, to put back."""
+    from search import build  # imported here: the other fixtures need no search code
+
+    real_encode = build.Source.encode
+    calls = []
+
+    def encode(source, ids):
+        calls.append(ids)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_encode(source, ids)
+
+    monkeypatch.setattr(build.Source, "encode", encode)
+    return real_encode

@@ -136,18 +136,10 @@ def test_an_interrupted_build_resumes_where_it_stopped(exports, photos, tmp_path
     assert resumed.manifest["skipped"] == fresh.manifest["skipped"]
 
 
-def test_a_partial_index_of_another_model_is_started_anew(exports, photos, tmp_path, monkeypatch, capsys):
+def test_a_partial_index_of_another_model_is_started_anew(exports, photos, tmp_path, monkeypatch, capsys,
+                                                          interrupt_second_batch):
     monkeypatch.setattr(store, "IMAGE_BATCH", 2)
-    real_encode = build.Source.encode
-    calls = []
-
-    def encode(source, ids):
-        calls.append(ids)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real_encode(source, ids)
-
-    monkeypatch.setattr(build.Source, "encode", encode)
+    real_encode = interrupt_second_batch
     with pytest.raises(KeyboardInterrupt):
         build.build_index(_model(exports["cosine-other"]), tmp_path / "index", images=photos, shard_items=2)
     monkeypatch.setattr(build.Source, "encode", real_encode)

@@ -187,20 +187,12 @@ def test_an_index_of_the_other_kind_or_no_query(image_index, photos, tmp_path, c
     assert status == 2 and error_line(err) == f"error: {tmp_path / 'nowhere'}: no such index (not a folder)"
 
 
-def test_an_interrupted_rebuild_leaves_the_existing_index_whole(image_index, exports, photos, capsys, monkeypatch):
+def test_an_interrupted_rebuild_leaves_the_existing_index_whole(image_index, exports, photos, capsys, monkeypatch,
+                                                                interrupt_second_batch):
     before = {path.name: path.read_bytes() for path in image_index.iterdir()}
     _, expected, _ = run(capsys, "query", image_index, "a dog", "--json")
-    real_encode = build.Source.encode
-    calls = []
-
-    def encode(source, ids):
-        calls.append(ids)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real_encode(source, ids)
-
+    real_encode = interrupt_second_batch
     monkeypatch.setattr(store, "IMAGE_BATCH", 3)
-    monkeypatch.setattr(build.Source, "encode", encode)
     status, _, err = run(capsys, *index_argv(exports, ["--images", photos], image_index))
     assert status == 130
     assert err.strip().endswith(f"interrupted: 0 of 13 images are kept in {store.staging_dir(image_index)}; "
