@@ -16,7 +16,7 @@ import gzip
 from pathlib import Path
 
 import numpy as np
-from gensim.models import KeyedVectors, Word2Vec
+from gensim.models import Word2Vec
 
 from common.errors import InputError
 from common.files import check_file
@@ -26,54 +26,187 @@ from data.tokenizer import tokenize_strings
 # Words without a vector start as a randomly initialised embedding does
 # (uniformly from [-0.1, 0.1]).
 RANDOM_INIT_SCALE = 0.1
+# Bytes read at a time when a binary word2vec file is scanned.
+SCAN_CHUNK = 1 << 24
+
+
+class WordVectors:
+    """Words and their vectors, the vectors read when asked for.
+
+    A word2vec or GloVe file is scanned once when opened (`load_word_vectors`:
+    its words, where each vector starts, every vector checked) and its
+    vectors are read again from the file by `take`, so that a model copying
+    them into its own table never holds the file's 3.6 GB (GoogleNews)
+    beside it. Vectors trained or held in memory are read from their array.
+
+    Attributes:
+      index_to_key: the words, in file order.
+      key_to_index: word -> its row (the first, for a word listed twice).
+      vector_size: the dimension D.
+      source: where the vectors come from, for messages.
+    """
+
+    def __init__(self, keys, vector_size, source, read):
+        self.index_to_key = keys
+        self.key_to_index = {}
+        for row, key in enumerate(keys):
+            self.key_to_index.setdefault(key, row)
+        self.vector_size = vector_size
+        self.source = source
+        self._read = read
+
+    @classmethod
+    def in_memory(cls, keys, matrix, source):
+        """Vectors held in a float [len(keys), D] array."""
+        matrix = np.asarray(matrix, np.float32)
+        return cls(list(keys), matrix.shape[1], source, lambda rows: matrix[rows])
+
+    def __len__(self):
+        return len(self.index_to_key)
+
+    def __getitem__(self, word):
+        return self.take([self.key_to_index[word]])[0]
+
+    def take(self, rows):
+        """The vectors of `rows` (ints, any order): float32 [len(rows), D]."""
+        return self._read(np.asarray(rows, np.int64).reshape(-1))
 
 
 def load_word_vectors(path):
-    """Reads word vectors in word2vec binary, word2vec text or GloVe format,
+    """Opens word vectors in word2vec binary, word2vec text or GloVe format,
     or a bigfile folder (ids = words).
 
     The format is detected from the content: a first line of two integers
     is the word2vec header; the word2vec file is text if its second line is
-    a word and `dimension` numbers, binary otherwise.
+    a word and `dimension` numbers, binary otherwise. The file is read
+    through once here, every vector checked (a malformed line, a missing
+    vector or a NaN is an error now, not when the vectors are used); only
+    the words and the vectors' positions are kept, and `WordVectors.take`
+    reads vectors again from the file.
 
     Args:
       path: the vector file (a `.gz` suffix means gzipped) or bigfile folder.
 
     Returns:
-      `gensim.models.KeyedVectors`, with `source` set to the path for messages.
+      `WordVectors`, with `source` the path.
     """
     path = Path(path)
     if is_bigfile(path):
-        return _bigfile_vectors(path)
+        table = BigFile(path)
+        return WordVectors.in_memory(table.ids, table.read(table.ids), str(path))
     has_header, binary = _sniff_format(path)
     try:
-        vectors = KeyedVectors.load_word2vec_format(str(path), binary=binary, no_header=not has_header)
+        with _open(path) as file:
+            keys, offsets, dim = (_scan_binary if binary else _scan_text)(file, has_header)
     except (ValueError, EOFError, UnicodeDecodeError, OSError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise InputError(f"{path}: not a word2vec or GloVe vector file ({reason})") from None
-    finite = np.isfinite(vectors.vectors).all(axis=1)
-    if not finite.all():
-        raise InputError(f"{path}: the vector of {vectors.index_to_key[int(np.argmin(finite))]!r} holds NaN or inf")
-    vectors.source = str(path)
-    return vectors
+    except _NotFinite as error:
+        raise InputError(f"{path}: the vector of {error.args[0]!r} holds NaN or inf") from None
+    if not keys:
+        raise InputError(f"{path}: not a word2vec or GloVe vector file (no vectors)")
+    return WordVectors(keys, dim, str(path), _FileRows(path, offsets, dim, binary).read)
 
 
-def _bigfile_vectors(path):
-    table = BigFile(path)
-    vectors = KeyedVectors(table.dim)
-    vectors.add_vectors(table.ids, table.read(table.ids))
-    vectors.source = str(path)
-    return vectors
+class _NotFinite(Exception):
+    """A vector holding NaN or inf; args[0] is its word."""
+
+
+def _open(path):
+    return (gzip.open if path.suffix == ".gz" else open)(path, "rb")
+
+
+def _scan_binary(file, has_header):
+    """(words, where each vector starts, D) of a binary word2vec file: the
+    header, then per word `<word> <D little-endian float32s>`, each record
+    possibly preceded by a newline."""
+    rows, dim = map(int, file.readline().split())
+    record = 4 * dim
+    keys, offsets = [], np.empty(rows, np.int64)
+    buffer, buffer_start, position = b"", file.tell(), 0
+    for row in range(rows):
+        space = buffer.find(b" ", position)
+        while space < 0 or space + 1 + record > len(buffer):
+            more = file.read(SCAN_CHUNK)
+            if not more:
+                raise EOFError(f"the file ends within vector {row + 1:,} of the {rows:,} its header announces")
+            buffer, buffer_start, position = buffer[position:] + more, buffer_start + position, 0
+            space = buffer.find(b" ")
+        key = buffer[position:space].lstrip(b"\n").decode("utf-8")
+        if not np.isfinite(np.frombuffer(buffer, "<f4", dim, space + 1)).all():
+            raise _NotFinite(key)
+        keys.append(key)
+        offsets[row] = buffer_start + space + 1
+        position = space + 1 + record
+    return keys, offsets, dim
+
+
+def _scan_text(file, has_header):
+    """(words, where each line starts, D) of a word2vec text file (after
+    its header) or a GloVe file: `<word> <D numbers>` lines."""
+    rows, dim = map(int, file.readline().split()) if has_header else (None, None)
+    keys, offsets = [], []
+    offset = file.tell()
+    for line in file:
+        if line.strip():
+            key, vector = _parse_text(line, dim)
+            dim = len(vector)
+            if not np.isfinite(vector).all():
+                raise _NotFinite(key)
+            keys.append(key)
+            offsets.append(offset)
+            if len(keys) == rows:
+                break
+        offset += len(line)
+    if rows is not None and len(keys) < rows:
+        raise EOFError(f"{len(keys):,} vectors, but its header announces {rows:,}")
+    return keys, np.array(offsets, np.int64), dim
+
+
+def _parse_text(line, dim):
+    """(word, float32 vector) of a text line; ValueError unless it holds
+    `dim` numbers (any number for dim None, the first GloVe line)."""
+    key, *values = line.decode("utf-8").split()
+    if not values or (dim is not None and len(values) != dim):
+        raise ValueError(f"the line of {key!r} has {len(values)} numbers, not {dim}")
+    return key, np.array(values, np.float32)
+
+
+class _FileRows:
+    """Reads rows of a scanned vector file: in file order, each from its
+    offset (a gzipped file is read forward from the last position, so
+    rows asked for in file order cost one pass)."""
+
+    def __init__(self, path, offsets, dim, binary):
+        self.path, self.offsets, self.dim, self.binary = path, offsets, dim, binary
+        self._file = None
+
+    def read(self, rows):
+        result = np.empty((len(rows), self.dim), np.float32)
+        order = np.argsort(self.offsets[rows], kind="stable")
+        if self._file is None:
+            self._file = _open(self.path)
+        for i in order:
+            self._file.seek(self.offsets[rows[i]])
+            if self.binary:
+                result[i] = np.frombuffer(self._file.read(4 * self.dim), "<f4")
+            else:
+                result[i] = _parse_text(self._file.readline(), self.dim)[1]
+        return result
+
+    def __del__(self):
+        if self._file is not None:
+            self._file.close()
 
 
 def _sniff_format(path):
     """(has a word2vec header, is binary) from the first two lines of `path`;
     a header announcing more vectors than the file can hold is an error
-    (gensim would allocate them all first)."""
+    (the scan would allocate a position for each first)."""
     check_file(path)
     gzipped = path.suffix == ".gz"
     try:
-        with (gzip.open if gzipped else open)(path, "rb") as file:
+        with _open(path) as file:
             first = file.readline(1000)
             second = file.readline(1 << 20)
     except (OSError, EOFError) as error:
@@ -105,10 +238,10 @@ def _is_text_vector(line, dimension):
 
 
 def vector_rows(vectors, tokens, dim):
-    """Where the vectors of `tokens` are: their rows in `vectors.vectors`.
+    """Where the vectors of `tokens` are: their rows in `vectors`.
 
     Args:
-      vectors: `KeyedVectors` (from `load_word_vectors` or `train_word2vec`).
+      vectors: `WordVectors` (from `load_word_vectors` or `train_word2vec`).
       tokens: a `Vocabulary`'s tokens (index = token id); `<pad>` and
         `<unk>` never get a vector.
       dim: the model's word vector size; must equal the vectors' size.
@@ -144,7 +277,7 @@ def lookup_vectors(vectors, tokens, dim):
     rows = vector_rows(vectors, tokens, dim)
     found = rows >= 0
     matrix = np.zeros((len(tokens), dim), np.float32)
-    matrix[found] = vectors.vectors[rows[found]]
+    matrix[found] = vectors.take(rows[found])
     return matrix, found
 
 
@@ -187,7 +320,7 @@ def train_word2vec(tokenized_captions, dim, seed, epochs=5):
       epochs: passes over the captions.
 
     Returns:
-      `KeyedVectors`.
+      `WordVectors`.
     """
     model = Word2Vec(
         sentences=tokenized_captions,
@@ -199,9 +332,7 @@ def train_word2vec(tokenized_captions, dim, seed, epochs=5):
         # One worker: several make the result depend on thread scheduling.
         workers=1,
     )
-    vectors = model.wv
-    vectors.source = "word2vec trained on the training captions"
-    return vectors
+    return WordVectors.in_memory(model.wv.index_to_key, model.wv.vectors, "word2vec trained on the training captions")
 
 
 def for_model(source, train_captions, tokenizer, dim, seed):
@@ -217,7 +348,7 @@ def for_model(source, train_captions, tokenizer, dim, seed):
       seed: seeds the training.
 
     Returns:
-      `KeyedVectors`, or None.
+      `WordVectors`, or None.
     """
     if source is None:
         return None

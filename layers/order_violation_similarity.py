@@ -17,18 +17,23 @@ class OrderViolationSimilarity(keras.layers.Layer):
     coordinate (the caption is an abstraction of the image), negative
     otherwise. Unlike the cosine it is no matrix product: all pairs of n
     images and m captions need n x m x D differences. They are computed in
-    blocks of b images x b captions with b^2 D <= `max_elements` (one block
-    at a time), so memory is bounded by the block and the n x m output, for
-    a training batch and a 5K x 25K evaluation alike. Each block is one
-    XLA-compiled function: the difference, the clipping, the square and the
-    sum over D fuse into one loop, so the b x b x D differences are never
-    written to memory (without XLA each of those steps made a pass over
-    them through memory; on 2 CPU cores the fused block halves the time,
-    `tools.bench_order_similarity`).
+    blocks of b images x b' captions (b, b' <= sqrt(`max_elements`), and no
+    more than their side's rows), one block at a time, so memory is bounded
+    by the block and the n x m output, for a training batch and a 5K x 25K
+    evaluation alike. Each block is one XLA-compiled loop over the D
+    coordinates that adds the coordinate's b x b' clipped squared
+    differences to the block's scores: the
+    differences are never written to memory, and each step runs along
+    contiguous rows of b' captions (summing over D innermost, one pair at a
+    time, was 6x slower at b = 1024, and unfused TensorFlow ops slower
+    still; `tools.bench_order_similarity`). The gradient is written out, a
+    loop of the same kind: d S / d c = -2 max(0, c - i) and
+    d S / d i = 2 max(0, c - i), each weighted by the scores' gradient and
+    summed over the other side.
 
     Args:
-      max_elements: the most difference elements held at once (2^24 = 64 MB
-        of float32 by default).
+      max_elements: the most scores of a block (2^20, b = 1024: 4 MB of
+        float32, by default).
 
     Call args:
       image_embeddings: float [n_images, D].
@@ -38,22 +43,24 @@ class OrderViolationSimilarity(keras.layers.Layer):
       float [n_images, n_texts], <= 0.
     """
 
-    def __init__(self, max_elements=2**24, **kwargs):
+    def __init__(self, max_elements=2**20, **kwargs):
         super().__init__(**kwargs)
         self.max_elements = max_elements
 
     def call(self, image_embeddings, text_embeddings):
-        dim = image_embeddings.shape[-1]
-        block = max(1, math.isqrt(self.max_elements // dim))
-        images, n_images = split_blocks(image_embeddings, block)  # [I, b, D]
-        texts, n_texts = split_blocks(text_embeddings, block)  # [T, b, D]
+        # Blocks of b images x b' captions, each side no larger than its
+        # input (a training batch is one block).
+        side = max(1, math.isqrt(self.max_elements))
+        image_block, text_block = (_block_size(x, side) for x in (image_embeddings, text_embeddings))
+        images, n_images = split_blocks(image_embeddings, image_block)  # [I, b, D]
+        texts, n_texts = split_blocks(text_embeddings, text_block)  # [T, b', D]
 
         def image_block_scores(image_block):
             return tf.map_fn(lambda text_block: block_scores(image_block, text_block), texts,
-                             parallel_iterations=1)  # [T, b, b]
+                             parallel_iterations=1)  # [T, b, b']
 
-        scores = tf.map_fn(image_block_scores, images, parallel_iterations=1)  # [I, T, b, b]
-        scores = tf.reshape(tf.transpose(scores, (0, 2, 1, 3)), (tf.shape(images)[0] * block, -1))
+        scores = tf.map_fn(image_block_scores, images, parallel_iterations=1)  # [I, T, b, b']
+        scores = tf.reshape(tf.transpose(scores, (0, 2, 1, 3)), (tf.shape(images)[0] * image_block, -1))
         return scores[:n_images, :n_texts]
 
     def compute_output_shape(self, image_embeddings_shape, text_embeddings_shape):
@@ -63,12 +70,53 @@ class OrderViolationSimilarity(keras.layers.Layer):
         return {**super().get_config(), "max_elements": self.max_elements}
 
 
-@tf.function(jit_compile=True)
+@tf.custom_gradient
 def block_scores(image_block, text_block):
     """-|| max(0, c - i) ||^2 of every image and caption of two blocks:
-    [b, D] x [b, D] -> [b, b], fused by XLA."""
-    violation = tf.nn.relu(text_block[None, :, :] - image_block[:, None, :])  # [b, b, D], never materialised
-    return -tf.reduce_sum(tf.square(violation), axis=-1)
+    [b, D] x [b, D] -> [b, b], with its gradient."""
+
+    def gradient(d_scores):
+        return violation_gradients(image_block, text_block, d_scores)
+
+    # Out of the tape's sight: its gradient would keep every step's values.
+    return -violation_sums(tf.stop_gradient(image_block), tf.stop_gradient(text_block)), gradient
+
+
+@tf.function(jit_compile=True)
+def violation_sums(image_block, text_block):
+    """|| max(0, c - i) ||^2, [b_i, b_t]: a loop over the D coordinates."""
+    images, texts = tf.transpose(image_block), tf.transpose(text_block)  # [D, b]
+
+    def add_coordinate(d, total):
+        violation = tf.nn.relu(texts[d][None, :] - images[d][:, None])  # [b_i, b_t]
+        return d + 1, total + violation * violation
+
+    total = tf.zeros((tf.shape(image_block)[0], tf.shape(text_block)[0]), image_block.dtype)
+    return tf.while_loop(lambda d, _: d < tf.shape(images)[0], add_coordinate, (0, total))[1]
+
+
+@tf.function(jit_compile=True)
+def violation_gradients(image_block, text_block, d_scores):
+    """The gradients of sum(d_scores * S) for the images and the captions
+    (S = -|| max(0, c - i) ||^2): [b_i, D], [b_t, D], a loop over the D
+    coordinates as `violation_sums`."""
+    images, texts = tf.transpose(image_block), tf.transpose(text_block)  # [D, b]
+    dim = image_block.shape[-1]  # XLA needs the arrays' size
+
+    def coordinate(d, d_images, d_texts):
+        weighted = d_scores * tf.nn.relu(texts[d][None, :] - images[d][:, None])  # [b_i, b_t]
+        return d + 1, d_images.write(d, 2 * tf.reduce_sum(weighted, axis=1)), d_texts.write(
+            d, -2 * tf.reduce_sum(weighted, axis=0))
+
+    arrays = [tf.TensorArray(image_block.dtype, size=dim) for _ in range(2)]
+    _, d_images, d_texts = tf.while_loop(lambda d, *_: d < dim, coordinate, (0, *arrays))
+    return tf.transpose(d_images.stack()), tf.transpose(d_texts.stack())
+
+
+def _block_size(x, side):
+    """min(side, rows of x), at least 1: a Python int when the rows are known."""
+    rows = x.shape[0]
+    return max(1, min(side, rows)) if rows is not None else tf.clip_by_value(tf.shape(x)[0], 1, side)
 
 
 def split_blocks(x, block):

@@ -166,7 +166,7 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
         """Initialises the word embedding from pretrained word vectors.
 
         Args:
-          vectors: gensim `KeyedVectors` (see `data.word_vectors`).
+          vectors: `data.word_vectors.WordVectors`.
           seed: seeds the rows of words without a vector.
 
         Returns:

@@ -61,8 +61,8 @@ class VSEConfig(VocabularyConfig):
         builds its vocabulary with threshold 4).
       vocab_max_size: keep at most this many words (None = no limit).
       max_length: cut captions to this many tokens (None = no cut).
-      word_vectors: initialise the word embedding from this file (any format
-        gensim's KeyedVectors reads), "word2vec" to train word2vec on the
+      word_vectors: initialise the word embedding from this file (word2vec
+        binary or text, GloVe, a bigfile folder), "word2vec" to train word2vec on the
         training captions first, or None for random initialisation (VSE++).
       similarity: "cosine" (Kiros et al., VSE++) or "order", the
         order-violation similarity of Vendrov et al. (Vilalta et al. eq. 3).

@@ -34,12 +34,14 @@ Readings where the paper is silent, from the authors' released code:
   `cca_etas` by dev rsum ("selected ... based on the validation data").
 
 Memory at the paper's scale (GoogleNews: 3M words x 300): the word vectors
-are never copied whole. `set_word_vectors` keeps where each vocabulary
-word's vector is in the loaded file's array; the fit reads the seeded
+are never held whole beside the table. `set_word_vectors` keeps where
+each vocabulary word's vector is in the vector file (`WordVectors`, which
+reads vectors from the file when asked); the fit reads the seeded
 sample from it (ICA and the mixtures see the sample only, in float64, as
 FastICA and scikit-learn's GMM fit it; the EM holds it in float32, see
 `mixtures`), then writes the float32 word table into its weight block by
-block, unit-normalised and ICA-projected in float64 within a block.
+block (each block read from the file), unit-normalised and ICA-projected
+in float64 within a block.
 """
 
 import dataclasses
@@ -175,7 +177,7 @@ class FisherVectorModel(RetrievalModel):
         from data import word_vectors  # gensim is slow to import; only here.
 
         rows = word_vectors.vector_rows(vectors, self.vectorizer.vocabulary, self.config.word_dim)
-        self._word_vectors = (vectors.vectors, rows)  # not a copy: the table is written by the fit
+        self._word_vectors = (vectors, rows)  # read by the fit, a block at a time
         return f"{int(np.sum(rows >= 0))} of {len(rows)} vocabulary words have a vector"
 
     def fit_split(self, train_split, dev_split, writer, seed=0):
@@ -219,10 +221,10 @@ class FisherVectorModel(RetrievalModel):
         if self._word_vectors is None:
             raise InputError("model.word_vectors: no word vectors were set before fitting")
         vectors, rows = self._word_vectors
-        self._word_vectors = None  # the loaded vectors can go once the table is written (GoogleNews: 3.6 GB)
+        self._word_vectors = None  # the vector file's words can go once the table is written
         found = np.flatnonzero(rows >= 0)
         picked = found[np.random.default_rng(seed).permutation(len(found))[: self.config.ica_sample]]
-        raw_sample = vectors[rows[picked]]
+        raw_sample = vectors.take(rows[picked])
         unmixing = None
         if self.config.ica:
             from sklearn.decomposition import FastICA
@@ -236,7 +238,7 @@ class FisherVectorModel(RetrievalModel):
             block_rows = rows[start : start + TABLE_BLOCK]
             block = np.zeros((len(block_rows), self.config.word_dim), np.float32)
             has_vector = block_rows >= 0
-            block[has_vector] = _projected(vectors[block_rows[has_vector]], unmixing)
+            block[has_vector] = _projected(vectors.take(block_rows[has_vector]), unmixing)
             table.scatter_update(tf.IndexedSlices(block, tf.range(start, start + len(block_rows))))
         # Sparse writes leave a variable copying itself whole at every read
         # (TensorFlow's copy-on-read mode); a read without a copy ends that.

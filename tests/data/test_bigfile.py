@@ -184,7 +184,7 @@ def test_non_ascii_digit_in_shape_is_an_input_error(tmp_path):
 
 
 def test_word_vectors_in_bigfile_format(tmp_path):
-    """load_word_vectors reads a bigfile folder of 3 words as KeyedVectors with those vectors."""
+    """load_word_vectors reads a bigfile folder of 3 words as WordVectors with those vectors."""
     from data.word_vectors import load_word_vectors
 
     words = ["dog", "runs", "grass"]

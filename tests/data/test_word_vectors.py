@@ -17,10 +17,15 @@ GLOVE = EMBEDDED_GLOVE
 SPECIALS = ["<pad>", "<unk>"]
 
 
-def small_vectors():
+def small_keyed_vectors():
+    """gensim's vectors, to write files with a well-kept writer."""
     vectors = KeyedVectors(vector_size=3)
     vectors.add_vectors(["dog", "Cat"], np.array([[1, 2, 3], [4, 5, 6]], np.float32))
     return vectors
+
+
+def small_vectors():
+    return word_vectors.WordVectors.in_memory(["dog", "Cat"], [[1, 2, 3], [4, 5, 6]], "small")
 
 
 def test_real_glove_covers_the_flickr8k_training_vocabulary():
@@ -44,10 +49,64 @@ def test_real_glove_covers_the_flickr8k_training_vocabulary():
     ("glove.txt.gz", lambda v, path: path.write_bytes(gzip.compress(b"dog 1 2 3\nCat 4 5 6\n"))),
 ])
 def test_word2vec_binary_and_text_and_headerless_glove(tmp_path, name, write):
-    write(small_vectors(), tmp_path / name)
+    write(small_keyed_vectors(), tmp_path / name)
     loaded = word_vectors.load_word_vectors(tmp_path / name)
     assert loaded.index_to_key == ["dog", "Cat"] and loaded.source == str(tmp_path / name)
     np.testing.assert_array_equal(loaded["Cat"], [4, 5, 6])
+
+
+def many_keyed_vectors(rows=500, dim=7):
+    """gensim's vectors of `rows` words, some of them non-ASCII."""
+    rng = np.random.default_rng(5)
+    vectors = KeyedVectors(vector_size=dim)
+    words = [f"w{i}" if i % 7 else f"caf\u00e9{i}" for i in range(rows)]
+    vectors.add_vectors(words, rng.normal(size=(rows, dim)).astype(np.float32))
+    return vectors
+
+
+@pytest.mark.parametrize("name, binary", [
+    ("vectors.bin", True), ("vectors.bin.gz", True), ("vectors.txt", False), ("vectors.txt.gz", False),
+])
+def test_vectors_are_read_from_the_file_as_gensim_reads_them(tmp_path, monkeypatch, name, binary):
+    """Rows asked for in any order, repeated, in two calls, equal gensim's
+    own reading of the file it wrote; the scan reads 100 bytes at a time,
+    so records straddle its reads."""
+    monkeypatch.setattr(word_vectors, "SCAN_CHUNK", 100)
+    path = tmp_path / name
+    many_keyed_vectors().save_word2vec_format(str(path), binary=binary)
+    expected = KeyedVectors.load_word2vec_format(str(path), binary=binary)
+    loaded = word_vectors.load_word_vectors(path)
+    assert loaded.index_to_key == expected.index_to_key and loaded.vector_size == 7
+    rows = np.random.default_rng(0).integers(0, 500, size=300)
+    np.testing.assert_array_equal(loaded.take(rows), expected.vectors[rows])
+    np.testing.assert_array_equal(loaded.take([499, 0, 3]), expected.vectors[[499, 0, 3]])
+    np.testing.assert_array_equal(loaded["caf\u00e97"], expected["caf\u00e97"])
+
+
+def test_binary_records_may_end_with_a_newline(tmp_path):
+    """The word2vec C tool writes a newline after each vector."""
+    vectors = np.array([[1.5, -2], [3, 4.25]], "<f4")
+    path = tmp_path / "c_tool.bin"
+    path.write_bytes(b"2 2\n" + b"".join(w + b" " + v.tobytes() + b"\n" for w, v in zip((b"dog", b"cat"), vectors)))
+    loaded = word_vectors.load_word_vectors(path)
+    assert loaded.index_to_key == ["dog", "cat"]
+    np.testing.assert_array_equal(loaded.take([1, 0]), vectors[[1, 0]])
+
+
+@pytest.mark.parametrize("records, message", [
+    ((b"dog " + np.array([1, 2], "<f4").tobytes(), b"cat " + np.array([np.nan, 2], "<f4").tobytes()),
+     "the vector of 'cat' holds NaN or inf"),
+    ((b"dog " + np.array([1, 2], "<f4").tobytes(), b"cat " + np.array([1], "<f4").tobytes()),
+     r"not a word2vec or GloVe vector file \(the file ends within vector 2 of the 2"),
+    ((b"dog " + np.array([1, 2], "<f4").tobytes(), b"\xff\xfe " + np.array([1, 2], "<f4").tobytes()),
+     "not a word2vec or GloVe vector file"),
+])
+def test_malformed_binary_files_are_errors_when_opened(tmp_path, records, message):
+    path = tmp_path / "vectors.bin"
+    path.write_bytes(b"2 2\n" + b"".join(records))
+    with pytest.raises(InputError, match=message) as error:
+        word_vectors.load_word_vectors(path)
+    assert str(error.value).startswith(str(path)) and "\n" not in str(error.value)
 
 
 def test_embedding_matrix_rows():

@@ -6,9 +6,9 @@ import dataclasses
 import numpy as np
 import pytest
 import tensorflow as tf
-from gensim.models import KeyedVectors
 
 from data.tokenizer import tokenize_strings
+from data.word_vectors import WordVectors
 from models import registry
 from models.ensemble import EnsembleConfig
 
@@ -23,9 +23,8 @@ def tiny_model(name):
     fields = {field.name for field in dataclasses.fields(spec.config_class)}
     config = spec.experiment("paper", [f"model.{k}={v}" for k, v in TINY.items() if k in fields])
     model = spec.build_model(config.model, VOCABULARY, image_dim=12)
-    vectors = KeyedVectors(TINY["word_dim"])
     words = VOCABULARY[2:-1]  # "." has no vector
-    vectors.add_vectors(words, np.random.default_rng(0).normal(size=(len(words), TINY["word_dim"])))
+    vectors = WordVectors.in_memory(words, np.random.default_rng(0).normal(size=(len(words), TINY["word_dim"])), "tiny")
     model.set_word_vectors(vectors, seed=0)
     return model
 

@@ -3,6 +3,8 @@ import json
 import numpy as np
 import pytest
 
+from data import word_vectors
+from data.embedded import EMBEDDED_GLOVE_50D
 from tools import bench_fisher_vectors
 
 
@@ -42,7 +44,11 @@ def test_word_table_benchmark_builds_encodes_and_measures():
     assert 9_000 - 50 < report["vocabulary"] <= 9_002
     assert (report["ica_sample"], report["captions"], report["components"]) == (300, 100, 30)
     assert report["vectors_mb"] == round(9_000 * 8 * 4 / 2**20, 1) == 0.3
-    stages = ["vectors", "vocabulary", "model", "ica_and_table", "hglmm_one_iteration", "encoding"]
+    # Each record: the word, a space, 8 float32s.
+    words_bytes = sum(len(w.encode()) + 1 for w in word_vectors.load_word_vectors(EMBEDDED_GLOVE_50D).index_to_key)
+    words_bytes += sum(len(f"w{i}") + 1 for i in range(7965, 9_000))
+    assert report["file_mb"] == round((len("9000 8\n") + words_bytes + 9_000 * 32) / 2**20, 1)
+    stages = ["write_file", "open_file", "vocabulary", "model", "ica_and_table", "hglmm_one_iteration", "encoding"]
     assert list(report["seconds"]) == list(report["peak_rss_mb_after"]) == stages
     peaks = list(report["peak_rss_mb_after"].values())
     assert peaks == sorted(peaks) and peaks[0] > 0 and report["peak_rss_mb"] >= peaks[-1]

@@ -22,7 +22,8 @@ from models.fisher_vectors.mixtures import EM, Mixture, fit_mixture, initial_mix
 def glove():
     """The unit GloVe vectors, rounded to float32 as the EM holds its data
     (held as float64, for the references)."""
-    vectors = word_vectors.load_word_vectors(GLOVE_50D).vectors.astype(np.float64)
+    vectors = word_vectors.load_word_vectors(GLOVE_50D)
+    vectors = vectors.take(np.arange(len(vectors))).astype(np.float64)
     return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32).astype(np.float64)
 
 

@@ -11,7 +11,6 @@ import warnings
 import numpy as np
 import pytest
 import tensorflow as tf
-from gensim.models import KeyedVectors
 from sklearn.decomposition import FastICA
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
@@ -20,6 +19,7 @@ import train
 from data.readers import RetrievalSplit
 from data.tokenizer import tokenize_strings
 from data.vocabulary import Vocabulary
+from data.word_vectors import WordVectors
 from models.fisher_vectors import model as fv_model
 from models.fisher_vectors.mixtures import Mixture
 from models.fisher_vectors.model import FisherVectorModel, FVConfig
@@ -87,8 +87,7 @@ def hand_made_words():
 
 def fit_on_hand_made_words(encoding, seed):
     words, vectors = hand_made_words()
-    keyed = KeyedVectors(4)
-    keyed.add_vectors(words, vectors.astype(np.float32))
+    keyed = WordVectors.in_memory(words, vectors, "hand-made")
     config = FVConfig(encoding=encoding, word_dim=4, num_components=3, ica=False, cca_etas=(1e-2,))
     model = FisherVectorModel(config, Vocabulary(["<pad>", "<unk>", *words]), image_dim=3)
     model.set_word_vectors(keyed, seed)
@@ -109,8 +108,7 @@ def test_the_word_table_is_written_block_by_block_as_the_numpy_reference(monkeyp
     same seeded sample, its unmixing applied to every unit vector."""
     monkeypatch.setattr(fv_model, "TABLE_BLOCK", 7)
     words, vectors = hand_made_words()
-    keyed = KeyedVectors(4)
-    keyed.add_vectors(words, vectors.astype(np.float32))
+    keyed = WordVectors.in_memory(words, vectors, "hand-made")
     config = FVConfig(encoding="hglmm", word_dim=4, num_components=3, ica_sample=50)
     vocabulary = ["<pad>", "<unk>", *words[:60], "zzzq", *words[60:]]
     model = FisherVectorModel(config, Vocabulary(vocabulary), image_dim=3)
