@@ -57,7 +57,8 @@ class CapsuleMaskRegularization(keras.layers.Layer):
         self.weight = weight
 
     def call(self, masks):
-        self.add_loss(self.weight * ops.mean(mask_variety_penalty(masks)))
+        # In float32 under mixed precision, as the ranking loss it joins.
+        self.add_loss(self.weight * ops.mean(mask_variety_penalty(ops.cast(masks, "float32"))))
         return masks
 
     def compute_output_shape(self, masks_shape):

@@ -337,6 +337,7 @@ def tf_value(event):
     return tf.make_ndarray(event.tensor_proto)
 
 
+@pytest.mark.slow  # over 20 s on 2 cores
 def test_a_resumed_model_with_dropout_ends_as_an_uninterrupted_run(tmp_path, monkeypatch, capsys):
     # The dropout masks' random state is checkpointed with the weights, so
     # a run interrupted after its first checkpoint draws the same masks

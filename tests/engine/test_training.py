@@ -25,10 +25,11 @@ from tests.models.test_registered_models import batch, tiny_model
 SCRIPTED_RSUM = [10.0, 12.0, 11.0, 13.0, 14.0]
 
 
-@pytest.fixture
-def scripted_run(monkeypatch, tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="train")
-    events = []
+@pytest.fixture(scope="module")
+def scripted_run(tmp_path_factory):
+    """One scripted run for the tests below: (events, model_dir, the
+    "train" logger's messages)."""
+    events, messages = [], []
 
     def validate_metrics(loop):
         done = len([e for e in events if e[0] == "validate"])
@@ -44,18 +45,28 @@ def scripted_run(monkeypatch, tmp_path, caplog):
         events.append(("phase", int(loop.state.phase), int(loop.state.epoch), type(loop.model.hinge),
                        [w.copy() for w in loop.model.get_weights()], float(loop.optimizer.learning_rate)))
 
-    monkeypatch.setattr(training._Loop, "validate_metrics", validate_metrics)
-    monkeypatch.setattr(training._Loop, "_next_phase", next_phase)
-    model_dir = tmp_path / "run"
+    model_dir = tmp_path_factory.mktemp("scripted") / "run"
     argv = ["--model", "gru", "--preset", "quick", "--model-dir", str(model_dir), *TINY,
             "--set", "model.hinge=sum-max", "--set", "train.phase_patience=1",
             "--set", "train.phase_learning_rates=[0.0005]", "--set", "train.epochs=2"]
-    assert train.main(argv) == 0
-    return events, model_dir
+    logger, handler = logging.getLogger("train"), logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())
+    level = logger.level
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(training._Loop, "validate_metrics", validate_metrics)
+        monkeypatch.setattr(training._Loop, "_next_phase", next_phase)
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        try:
+            assert train.main(argv) == 0
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+    return events, model_dir, messages
 
 
 def test_phase_two_starts_after_patience_from_the_best_weights(scripted_run):
-    events, _ = scripted_run
+    events, _, _ = scripted_run
     validations = [e for e in events if e[0] == "validate"]
     [phase] = [e for e in events if e[0] == "phase"]
     # Three validations in phase 0 (the third did not improve), the rest in 1.
@@ -75,7 +86,7 @@ def test_phase_two_starts_after_patience_from_the_best_weights(scripted_run):
 def test_phases_are_logged_to_tensorboard(scripted_run):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    _, model_dir = scripted_run
+    _, model_dir, _ = scripted_run
     accumulator = EventAccumulator(str(model_dir / "logs" / "train"), size_guidance={"tensors": 0})
     accumulator.Reload()
     phases = {int(np.asarray(training_tensor_value(e))) for e in accumulator.Tensors("phase")}
@@ -88,6 +99,7 @@ def training_tensor_value(event):
     return tf.make_ndarray(event.tensor_proto)
 
 
+@pytest.mark.slow  # over 20 s on 2 cores
 def test_the_selection_metric_picks_the_best_checkpoint(monkeypatch, tmp_path):
     # rsum and i2t_map disagree on the best validation: with
     # selection_metric=i2t_map the checkpoint of the 2nd validation is kept.
@@ -122,6 +134,7 @@ def test_unknown_phase_hinge_is_an_input_error():
         registry.get("gru").experiment("paper", ["model.hinge=sum-maxx"])
 
 
+@pytest.mark.slow  # over 20 s on 2 cores
 def test_poe_on_full_network_embeddings_end_to_end(tmp_path):
     """The order-embedding curriculum on real per-layer features: FNE
     statistics from the training images, both phases, the export."""
@@ -211,6 +224,19 @@ def test_mixed_precision_computes_low_but_keeps_weights_similarity_loss_and_norm
     np.testing.assert_allclose(moved, 1e-3, rtol=0.02)
 
 
+
+def test_a_layer_loss_joins_the_float32_loss_under_mixed_precision():
+    """The RCN's mask regulariser (eq. 15, a layer loss on bfloat16 masks)
+    is added to the float32 ranking loss: the step's loss is float32's."""
+    keras.utils.set_random_seed(0)
+    reference = tiny_model("rcn")
+    with runtime.dtype_policy("bf16"):
+        keras.utils.set_random_seed(0)
+        model = tiny_model("rcn")
+    result = one_step(model, keras.optimizers.SGD(0.0))
+    assert model.losses and all(loss.dtype == tf.float32 for loss in model.losses)
+    np.testing.assert_allclose(result["loss"], one_step(reference, keras.optimizers.SGD(0.0))["loss"], rtol=0.05)
+
 def test_an_overflowing_float16_step_is_skipped_and_the_loss_scale_lowered():
     with runtime.dtype_policy("fp16"):
         model = tiny_model("gru")
@@ -236,9 +262,9 @@ def test_an_xla_compiled_step_equals_the_plain_one():
         np.testing.assert_allclose(a, b, atol=1e-6)
 
 
-def test_the_run_states_its_plan_before_training(scripted_run, caplog):
+def test_the_run_states_its_plan_before_training(scripted_run):
     # 160 images × 5 captions = 800 pairs, 25 batches of 32; sum-max has two phases of 2 epochs each.
-    [plan] = [r.getMessage() for r in caplog.get_records("setup") if r.getMessage().startswith("plan: ")]
+    [plan] = [message for message in scripted_run[2] if message.startswith("plan: ")]
     assert plan.startswith("plan: gru, preset quick: 2 phases of 2 epochs × 25 steps of 32 pairs (100 steps at most), on ")
     assert plan.endswith(f"; CPU ({len(os.sched_getaffinity(0))} cores), float32, strategy default; into {scripted_run[1]}")
 

@@ -199,6 +199,7 @@ def mask_range(results):
             max(v for r in results for k, v in r.items() if k.endswith("/mask_max")))
 
 
+@pytest.mark.slow  # over 20 s on 2 cores
 def test_nonnegative_routing_keeps_masks_in_0_1_on_real_data():
     """120 steps at 50x the paper's learning rate, the sum of hinges and
     clipping as in the quick preset: the non-negative variant's routed masks
