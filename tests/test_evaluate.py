@@ -21,8 +21,9 @@ def test_counts_on_the_command_line_are_checked_by_argparse(value, message, caps
 
 # A mixed-precision run's test numbers and export are float32's.
 @pytest.mark.parametrize(
-    "run", ["trained", pytest.param("trained_bf16", marks=pytest.mark.slow), "trained_rcn", "trained_w2vv",
-            "trained_mcnn_st", "trained_mcnn_ens", "trained_fv", "trained_ensemble"]
+    "run", ["trained", pytest.param("trained_bf16", marks=pytest.mark.slow),
+            pytest.param("trained_rcn", marks=pytest.mark.slow), "trained_w2vv", "trained_mcnn_st", "trained_mcnn_ens",
+            "trained_fv", "trained_ensemble"]
 )
 def test_evaluate_reproduces_training_numbers_from_checkpoint_and_export(run, request, tmp_path):
     trained = request.getfixturevalue(run)

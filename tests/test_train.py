@@ -313,6 +313,7 @@ def test_saved_model_rejects_empty_and_over_long_captions(trained):
         assert message in first_line(error.value)
 
 
+@pytest.mark.slow  # over 10 s on 2 cores
 def test_early_stopping_and_reduce_on_plateau(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -337,7 +338,7 @@ def tf_value(event):
     return tf.make_ndarray(event.tensor_proto)
 
 
-@pytest.mark.slow  # over 20 s on 2 cores
+@pytest.mark.slow  # over 10 s on 2 cores
 def test_a_resumed_model_with_dropout_ends_as_an_uninterrupted_run(tmp_path, monkeypatch, capsys):
     # The dropout masks' random state is checkpointed with the weights, so
     # a run interrupted after its first checkpoint draws the same masks

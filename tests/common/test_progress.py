@@ -57,7 +57,7 @@ def test_bars_only_on_a_terminal_and_not_when_quiet(monkeypatch):
         progress.set_quiet(False)
 
 
-@pytest.mark.parametrize("quiet", [False, True])
+@pytest.mark.parametrize("quiet", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_training_shows_each_epochs_pairs_per_second_loss_and_eta(terminal, tmp_path, quiet):
     argv = ["--model", "gru", "--preset", "quick", "--model-dir", str(tmp_path / "run"), *TINY,
             "--set", "train.max_train_images=64", "--set", "train.validate_every=0"] + (["--quiet"] if quiet else [])

@@ -391,6 +391,7 @@ def test_the_help_names_every_backbone(capsys):
                                     "the embedded features), or tfhub:HANDLE_OR_PATH")
 
 
+@pytest.mark.slow  # over 10 s on 2 cores
 def test_from_provenance_rebuilds_what_the_command_made_and_takes_encoded_images(release, tmp_path):
     images, text = release
     out = tmp_path / "precomp"

@@ -57,6 +57,7 @@ print(json.dumps({"one": one, "two": two}))
 """
 
 
+@pytest.mark.slow  # over 10 s on 2 cores
 def test_one_and_two_replicas_train_the_same_model():
     env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
     result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, cwd=REPO, env=env)

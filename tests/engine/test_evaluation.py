@@ -27,6 +27,7 @@ def test_full_protocol_in_blocks_equals_the_whole_matrix(monkeypatch):
     assert result == metrics.retrieval_metrics(dot(images, texts), caption_image)
 
 
+@pytest.mark.slow  # over 10 s on 2 cores
 def test_5fold1k_averages_folds_of_1000_images():
     images, texts, caption_image = encodings(2000)
     result = evaluation.evaluate_encodings(dot, images, texts, caption_image, protocol="5fold1k")

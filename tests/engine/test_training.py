@@ -99,7 +99,7 @@ def training_tensor_value(event):
     return tf.make_ndarray(event.tensor_proto)
 
 
-@pytest.mark.slow  # over 20 s on 2 cores
+@pytest.mark.slow  # over 10 s on 2 cores
 def test_the_selection_metric_picks_the_best_checkpoint(monkeypatch, tmp_path):
     # rsum and i2t_map disagree on the best validation: with
     # selection_metric=i2t_map the checkpoint of the 2nd validation is kept.
@@ -134,7 +134,7 @@ def test_unknown_phase_hinge_is_an_input_error():
         registry.get("gru").experiment("paper", ["model.hinge=sum-maxx"])
 
 
-@pytest.mark.slow  # over 20 s on 2 cores
+@pytest.mark.slow  # over 10 s on 2 cores
 def test_poe_on_full_network_embeddings_end_to_end(tmp_path):
     """The order-embedding curriculum on real per-layer features: FNE
     statistics from the training images, both phases, the export."""

@@ -185,6 +185,7 @@ def train_on_dev(name, overrides, steps, batch_size=32):
                     **{k: float(v) for k, v in r["diagnostics"].items()}} for r in results]
 
 
+@pytest.mark.slow  # over 10 s on 2 cores
 def test_training_on_real_data_stays_finite():
     """A high learning rate on real captions and features, with the
     regulariser on: losses and weights must stay finite."""
@@ -199,7 +200,7 @@ def mask_range(results):
             max(v for r in results for k, v in r.items() if k.endswith("/mask_max")))
 
 
-@pytest.mark.slow  # over 20 s on 2 cores
+@pytest.mark.slow  # over 10 s on 2 cores
 def test_nonnegative_routing_keeps_masks_in_0_1_on_real_data():
     """120 steps at 50x the paper's learning rate, the sum of hinges and
     clipping as in the quick preset: the non-negative variant's routed masks

@@ -274,6 +274,7 @@ def numpy_similarity(name, images, texts):
     return -squares / images.shape[1]
 
 
+@pytest.mark.slow  # over 10 s on 2 cores
 def test_retrieval_similarity_is_an_evaluation_time_option(trained_w2vv, tmp_path, monkeypatch):
     """`evaluate.py --set model.similarity=...`: the scores the evaluation
     ranks are the chosen similarity of the features and the predicted

@@ -21,6 +21,7 @@ def read_record(path):
     return record
 
 
+@pytest.mark.slow  # over 10 s on 2 cores
 def test_bench_reports_throughput_and_cost_relative_to_the_first_model(tmp_path, capsys):
     argv = ["--model", "rcn-gru", "--model", "rcn", "--preset", "quick", *TINY, "--skip-eval"]
     assert bench.main([*argv[:4], f"--record={tmp_path / 'bench.json'}", *argv[4:]]) == 0
@@ -105,7 +106,7 @@ def test_bench_times_the_evaluation_of_an_ensemble_at_a_larger_size(trained_mcnn
     assert report["eval_seconds"] > 0 and report["peak_rss_mb"] > 0
 
 
-@pytest.mark.slow  # over 20 s on 2 cores
+@pytest.mark.slow  # over 10 s on 2 cores
 def test_bench_cost_measures_each_stage_in_a_process_of_its_own(tmp_path, capsys):
     argv = ["--cost", "--model", "gru", "--preset", "quick", *TINY, "--record", str(tmp_path / "cost.json")]
     assert bench.main(argv) == 0
