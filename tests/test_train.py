@@ -183,6 +183,7 @@ def test_a_bad_caption_in_the_test_split_stops_training_before_it_starts(caption
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # over 10 s on 2 cores
 def test_sigkill_then_resume_ends_where_an_uninterrupted_run_ends(trained, tmp_path):
     model_dir = tmp_path / "killed"
     command = [sys.executable, "train.py", "--model", "gru", "--preset", "quick", "--model-dir", str(model_dir), *TINY]

@@ -119,6 +119,7 @@ def test_saved_model_cli_lists_every_signature_with_named_inputs(exports):
             assert f"inputs['{argument}']" in block, (name, argument)
 
 
+@pytest.mark.slow  # over 10 s on 2 cores
 def test_an_export_into_a_numbered_version_folder(trained, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(trained, copy, ignore=shutil.ignore_patterns("saved_model", "checkpoints", "logs"))
