@@ -22,11 +22,11 @@ class OrderViolationSimilarity(keras.layers.Layer):
     by the block and the n x m output, for a training batch and a 5K x 25K
     evaluation alike. Each block is one XLA-compiled loop over the D
     coordinates that adds the coordinate's b x b' clipped squared
-    differences to the block's scores: the
-    differences are never written to memory, and each step runs along
-    contiguous rows of b' captions (summing over D innermost, one pair at a
-    time, was 6x slower at b = 1024, and unfused TensorFlow ops slower
-    still; `tools.bench_order_similarity`). The gradient is written out, a
+    differences to the block's scores: the differences are never written
+    to memory, and each step runs along contiguous rows of b' captions
+    (summing over D innermost, one pair at a time, was 6x slower at
+    b = 1024, and unfused TensorFlow ops slower still;
+    `tools.bench_order_similarity`). The gradient is written out, a
     loop of the same kind: d S / d c = -2 max(0, c - i) and
     d S / d i = 2 max(0, c - i), each weighted by the scores' gradient and
     summed over the other side.

@@ -62,8 +62,9 @@ class VSEConfig(VocabularyConfig):
       vocab_max_size: keep at most this many words (None = no limit).
       max_length: cut captions to this many tokens (None = no cut).
       word_vectors: initialise the word embedding from this file (word2vec
-        binary or text, GloVe, a bigfile folder), "word2vec" to train word2vec on the
-        training captions first, or None for random initialisation (VSE++).
+        binary or text, GloVe, a bigfile folder), "word2vec" to train
+        word2vec on the training captions first, or None for random
+        initialisation (VSE++).
       similarity: "cosine" (Kiros et al., VSE++) or "order", the
         order-violation similarity of Vendrov et al. (Vilalta et al. eq. 3).
       absolute: take the absolute value of both unit embeddings, keeping
