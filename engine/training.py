@@ -18,14 +18,18 @@ rsum by default):
                      (every metric), hparams
   results.json       dev and test metrics of the best checkpoint; "fit", what
                      a fitted model chose; "command", the command line of
-                     train.py; "wall_seconds" (from the start of the run
-                     to these metrics, this process only when resumed),
-                     "cpu_seconds" (the process's user + system time, all
-                     threads), "cores" (the CPUs the process may use),
-                     "load_average" (the 1-minute load at the start and at
-                     the end: how busy the machine was) and
-                     "peak_memory_bytes" (the process's peak resident
-                     memory), for `python -m tools.report`
+                     train.py; "epochs" (the epochs trained, every phase's,
+                     gradient-trained models only); "wall_seconds" (from
+                     the start of the run to these metrics), "cpu_seconds"
+                     (user + system time, all threads), "cores" (the CPUs
+                     the last process could use), "load_average" (the
+                     1-minute load at the start and at the end: how busy
+                     the machine was), "peak_memory_bytes" and "pieces"
+                     (the processes that trained the run: the times are
+                     their sums, see `engine.time_spent`), for
+                     `python -m tools.report`
+  time_spent.json    each process's (piece's) times, kept up to date while
+                     it trains
   saved_model/       the export (see `engine.export`)
 
 Writes are atomic: TensorFlow's checkpoint manager updates its index only
@@ -37,7 +41,6 @@ usable by `--resume`.
 import dataclasses
 import json
 import logging
-import resource
 import time
 from pathlib import Path
 
@@ -53,6 +56,7 @@ from data.vocabulary import Vocabulary
 from engine import evaluation, runtime
 from engine.export import export_saved_model
 from engine.scoring import CheckpointScorer
+from engine.time_spent import TimeSpent
 from engine.train_step import make_optimizer, make_train_step
 from layers.text_vectorizer import MAX_INPUT_TOKENS
 from models import registry
@@ -90,8 +94,8 @@ class Trainer:
 
     def run(self):
         """Runs the experiment; returns {"dev": metrics, "test": metrics}."""
-        start, start_load = time.monotonic(), machine.load_average()
         self._check_model_dir()
+        time_spent = TimeSpent(self.model_dir, self.resume)
         if not self.resume and self.spec.prepare:
             self.config = self.spec.prepare(self.config)
         train_split, dev_split, test_split = self._load_data()
@@ -142,7 +146,8 @@ class Trainer:
                 write_json_atomically(self.model_dir / "config.json", cfg.to_json() + "\n")
 
         writers = _summary_writers(self.model_dir / "logs", self.is_chief)
-        loop = _Loop(cfg, self.strategy, model, optimizer, state, last, best, dev_split, writers)
+        loop = _Loop(cfg, self.strategy, model, optimizer, state, last, best, dev_split, writers,
+                     time_spent if self.is_chief else None)
         steps_per_epoch = None
         if not model.fits_without_gradients:
             train_data = pipeline.tokenize_split(train_split, model.vectorizer)
@@ -153,6 +158,8 @@ class Trainer:
         try:
             fit = loop.fit_split(train_split) if model.fits_without_gradients else loop.train(train_data)
         except KeyboardInterrupt:
+            if self.is_chief:
+                time_spent.save()
             raise KeyboardInterrupt(self._what_is_kept(last)) from None
 
         best_checkpoint = best.latest_checkpoint
@@ -164,21 +171,17 @@ class Trainer:
         # The best validation's metrics, unless this process never saw it.
         dev = loop.best_dev_metrics or loop.validate_metrics()
         test = evaluation.evaluate(CheckpointScorer(model, cfg.image_dim), test_split)
-        usage = resource.getrusage(resource.RUSAGE_SELF)
         results = {
             "dev": dev,
             "test": test,
             "checkpoint": best_checkpoint,
             **({"fit": fit} if fit else {}),
             **({"command": self.command} if self.command else {}),
-            "wall_seconds": round(time.monotonic() - start, 1),
-            "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
-            "cores": machine.cores(),
-            "load_average": [start_load, machine.load_average()],
-            # ru_maxrss is in KiB on Linux.
-            "peak_memory_bytes": usage.ru_maxrss * 1024,
+            **({"epochs": round(int(state.global_step) / steps_per_epoch, 2)} if steps_per_epoch else {}),
+            **time_spent.totals(),
         }
         if self.is_chief:
+            time_spent.save()
             write_json_atomically(self.model_dir / "results.json", json.dumps(results, indent=2) + "\n")
             export_saved_model(model, cfg.image_dim, self.model_dir / SAVED_MODEL_DIR, cfg.data.image_features,
                                cfg.image_provenance)
@@ -304,9 +307,11 @@ class _Loop:
       last, best: `tf.train.CheckpointManager`s.
       dev_split: the `RetrievalSplit` of validation.
       writers: (train, dev) `tf.summary` writers.
+      time_spent: the run's `TimeSpent`, saved at every log line and
+        checkpoint (None: not saved, on a worker that is not the chief).
     """
 
-    def __init__(self, config, strategy, model, optimizer, state, last, best, dev_split, writers):
+    def __init__(self, config, strategy, model, optimizer, state, last, best, dev_split, writers, time_spent):
         self.cfg = config
         self.strategy = strategy
         self.model = model
@@ -317,6 +322,7 @@ class _Loop:
         self.scorer = CheckpointScorer(model, config.image_dim)
         self.dev_split = dev_split
         self.train_writer, self.dev_writer = writers
+        self.time_spent = time_spent
         self.stop = False
         self.best_dev_metrics = None
         self.clock = None  # a `_Clock` of the run's steps (gradient training)
@@ -375,6 +381,7 @@ class _Loop:
                         tf.summary.scalar("phase", int(self.state.phase))
                         for name, value in summary.items():
                             tf.summary.scalar(name, value)
+                    self._save_time_spent()
                     left = self.clock.left(step)
                     log.info("epoch %d step %d loss %.4f grad norm %.3g (max %.3g since the last line)%s", epoch + 1,
                              step, loss, summary["grad_norm"], summary["grad_norm_max"],
@@ -475,7 +482,12 @@ class _Loop:
                 self.stop = True
                 # The stop is part of the state: a resumed run must not go on.
                 self.state.epoch.assign(int(self.state.phase_start_epoch) + tc.epochs)
+        self._save_time_spent()  # first, so that a checkpoint never lacks the time that led to it
         _save(self.last, step)
+
+    def _save_time_spent(self):
+        if self.time_spent is not None:
+            self.time_spent.save()
 
     def _set_learning_rate(self):
         tc = self.cfg.train

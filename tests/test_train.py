@@ -34,6 +34,8 @@ def test_training_writes_config_vocab_checkpoints_logs_results_and_export(traine
     assert results["test"]["rsum"] > 6 and results["test"]["t2i_medr"] < 400
     # For `python -m report`: a gradient-trained model fits nothing.
     assert results["wall_seconds"] > 1 and results["peak_memory_bytes"] > 100e6 and "fit" not in results
+    # One process trained it, for the two epochs of TINY.
+    assert results["pieces"] == 1 and results["epochs"] == 2
     # How long it took, on what: CPU time is at least a share of the wall time, on the cores this process may use.
     import os
 
@@ -126,8 +128,15 @@ def test_existing_run_is_not_overwritten_and_a_finished_run_resumes_to_no_op(tra
     assert "already holds a training run" in capsys.readouterr().err
     assert (trained / "checkpoints" / "checkpoint").read_text() == before
     # The run is complete: resuming it trains no further step.
+    first = json.loads((trained / "results.json").read_text())
     assert train.main(["--model-dir", str(trained), "--resume"]) == 0
     assert (trained / "checkpoints" / "checkpoint").read_text() == before
+    # Its time is that of both processes.
+    results = json.loads((trained / "results.json").read_text())
+    pieces = json.loads((trained / "time_spent.json").read_text())["pieces"]
+    assert results["pieces"] == first["pieces"] + 1 == len(pieces)
+    assert results["wall_seconds"] == pytest.approx(sum(piece["wall_seconds"] for piece in pieces), abs=0.1)
+    assert results["wall_seconds"] > first["wall_seconds"] and results["epochs"] == first["epochs"]
 
 
 def test_export_only(trained, caplog):
@@ -198,9 +207,12 @@ def test_sigkill_then_resume_ends_where_an_uninterrupted_run_ends(trained, tmp_p
     finally:
         process.kill()
     assert not (model_dir / "results.json").exists()
+    (killed,) = json.loads((model_dir / "time_spent.json").read_text())["pieces"]
     assert train.main(["--model-dir", str(model_dir), "--resume"]) == 0
     expected = json.loads((trained / "results.json").read_text())
     resumed = json.loads((model_dir / "results.json").read_text())
+    # The killed process's time, up to its last checkpoint, is counted.
+    assert resumed["pieces"] == 2 and resumed["wall_seconds"] > killed["wall_seconds"] > 0
     for split in ("dev", "test"):
         for name, value in expected[split].items():
             assert resumed[split][name] == pytest.approx(value, abs=1e-6), (split, name)

@@ -110,6 +110,8 @@ RUN_COLUMNS = {
     "dev_rsum": "dev rsum",
     "dev_history": "dev rsum per validation",
     "best_dev_at": "best dev rsum at",
+    "epochs": "epochs",
+    "pieces": "pieces",
     "wall_time": "wall time",
     "cpu_time": "CPU time",
     "cores": "cores",
@@ -280,6 +282,8 @@ RESULTS_FIELDS = {
     "cores": (_NUMBER, None),
     "load_average": (_LOAD, None),
     "peak_memory_bytes": (_NUMBER, None),
+    "epochs": (_NUMBER, None),
+    "pieces": (_NUMBER, None),
     "fit": (("an object (what the model recorded)", lambda value: isinstance(value, dict)), {}),
 }
 SNAPSHOT_FIELDS = {
@@ -821,6 +825,8 @@ def _run_cell(column, record, paper, origin):
         return "" if record["cores"] is None else _cores(record["cores"])
     if column == "load":
         return "" if record["load_average"] is None else _load(record["load_average"])
+    if column in ("epochs", "pieces"):
+        return "" if record[column] is None else f"{record[column]:g}"
     if column == "peak_memory":
         size = record["peak_memory_bytes"]
         return "" if size is None else f"{size / 2**30:.1f} GiB"
@@ -828,7 +834,9 @@ def _run_cell(column, record, paper, origin):
 
 
 def _duration(seconds):
-    return f"{seconds:.0f} s" if seconds < 60 else f"{seconds / 60:.1f} min"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.2f} h"
 
 
 def _cores(cores):

@@ -1,0 +1,43 @@
+"""The time of a run over the processes that trained it."""
+
+import json
+
+import pytest
+
+from common.errors import InputError
+from engine.time_spent import FILE, TimeSpent
+
+EARLIER = [
+    {"wall_seconds": 100.0, "cpu_seconds": 150.5, "cores": 2, "load_average": [0.5, 1.5], "peak_memory_bytes": 3e9},
+    {"wall_seconds": 20.0, "cpu_seconds": 30.0, "cores": 4, "load_average": [2.0, 2.5], "peak_memory_bytes": 1e9},
+]
+
+
+def test_a_resumed_run_adds_this_process_to_the_recorded_pieces(tmp_path):
+    (tmp_path / FILE).write_text(json.dumps({"pieces": EARLIER}))
+    spent = TimeSpent(tmp_path, resume=True)
+    this = spent.piece()
+    totals = spent.totals()
+    assert totals["pieces"] == 3
+    assert totals["wall_seconds"] == pytest.approx(120.0 + this["wall_seconds"], abs=0.2)
+    assert totals["cpu_seconds"] == pytest.approx(180.5 + this["cpu_seconds"], abs=0.5)
+    # The load when the first piece started; the largest of the pieces' peaks (this test process's is below 3 GB).
+    assert totals["load_average"][0] == 0.5 and totals["peak_memory_bytes"] == max(3e9, this["peak_memory_bytes"])
+    spent.save()
+    saved = json.loads((tmp_path / FILE).read_text())["pieces"]
+    assert saved[:2] == EARLIER and len(saved) == 3
+
+
+def test_a_new_run_counts_only_itself(tmp_path):
+    (tmp_path / FILE).write_text(json.dumps({"pieces": EARLIER}))
+    totals = TimeSpent(tmp_path, resume=False).totals()
+    assert totals["pieces"] == 1 and totals["wall_seconds"] < 5
+
+
+@pytest.mark.parametrize("text", ["{", '{"pieces": 3}', '{"pieces": [{"wall_seconds": 1}]}', '{"runs": []}',
+                                  '{"pieces": [{"wall_seconds": "1", "cpu_seconds": 1, "peak_memory_bytes": 1, '
+                                  '"load_average": [1, 1]}]}'])
+def test_a_malformed_record_is_named(tmp_path, text):
+    (tmp_path / FILE).write_text(text)
+    with pytest.raises(InputError, match=f"{FILE}: not the record of a run's pieces"):
+        TimeSpent(tmp_path, resume=True)
