@@ -1,8 +1,9 @@
 """The results tables of README.md and docs/ and the recall@K plot, generated from training runs.
 
-    python -m tools.report runs/                                  # the tables, as markdown, to stdout
+    python -m tools.report runs/                                  # the tables of these runs, as markdown, to stdout
     python -m tools.report runs/ --plot docs/recall_at_k.png --update README.md docs/*.md --save-snapshot results/runs.json
     python -m tools.report --snapshot results/runs.json --update README.md docs/*.md
+    python -m tools.report runs/ --snapshot results/runs.json --save-snapshot results/runs.json --update README.md docs/*.md
 
 Reads every model directory under RUNS (any depth) that holds a
 `config.json` and a `results.json` written by train.py, and the dev rsum of
@@ -12,7 +13,11 @@ table, their labels and the papers' rows beside them are set in
 copied from the papers' tables. Each table comes with the command of each
 of its rows (the command line train.py recorded, its `--model-dir` written
 as RUNS/<run>); a table's rows whose run is missing are left out, and runs
-in no table get a table of their own at the end.
+in no table get a table of their own at the end. Given a runs directory
+and no `--update`, the report prints only the tables that show at least
+one of its runs (and that table of their own), not the test-suite
+sentences and recorded reports the docs carry; with `--update` or
+`--snapshot` it prints every block it makes.
 
 A table's columns are test metrics (METRICS), "paper:METRIC" (its row's
 paper's value), what describes a run (RUN_COLUMNS), or what a fitted model
@@ -52,7 +57,10 @@ ID is no table's is an error naming its file and the ID. `--save-snapshot`
 keeps what was read from the runs in one small JSON file, from which
 `--snapshot` regenerates the same output without the runs (the tables of
 README.md and docs/*.md are checked against it by the tests); a
-test-suite table's FILE is read either way.
+test-suite table's FILE is read either way. Given both RUNS and
+`--snapshot`, the report reads the snapshot's runs and those under RUNS,
+a run under RUNS replacing the snapshot's run of the same name: how new
+runs join the recorded ones (`--save-snapshot` then keeps them all).
 
 A directory under RUNS is a run when its config.json is a JSON object with
 a "model_name" (train.py's) and it holds a results.json; others (another
@@ -201,12 +209,25 @@ def _dev_rsums(model_dir):
     """The dev rsum of every validation, in step order ([] without logs)."""
     if not (Path(model_dir) / "logs" / "dev").is_dir():
         return []
-    import logging
-
-
-    logging.getLogger("tensorboard").setLevel(logging.ERROR)  # "No path found after ..." at the end of every file
     steps, values = read_scalars(model_dir, "dev").get("rsum", ([], []))
     return [value for _, value in sorted(zip(steps, values))]
+
+
+def read_runs_and_snapshot(runs_dir=None, snapshot=None):
+    """(root, {run name: record}, {run name: where it was read}) of the
+    runs under `runs_dir`, of a snapshot, or of both: a run of `runs_dir`
+    replaces the snapshot's run of the same name, and the commands are
+    then written under `runs_dir`."""
+    root, runs, origins = None, {}, {}
+    if snapshot:
+        root, runs = read_snapshot(snapshot)
+        origins = {name: f"{snapshot}: run {name!r}" for name in runs}
+    if runs_dir:
+        found = read_runs(runs_dir)
+        root = runs_dir.rstrip("/") or "/"
+        runs.update(found)
+        origins.update({name: str(Path(runs_dir) / name / "results.json") for name in found})
+    return root, runs, origins
 
 
 def read_snapshot(path):
@@ -412,10 +433,16 @@ def _check_table(table, where, papers, papers_source):
 
 
 def _check_row(row, where, n_labels, papers, papers_source):
-    unknown = sorted(set(row) - {"run", "mean", "paper", "record", "select", "labels"})
+    unknown = sorted(set(row) - {"run", "mean", "paper", "record", "select", "labels", "command"})
     if unknown:
-        raise InputError(f"{where}: unknown key {unknown[0]!r}; a row has run, mean, record (and select) or paper, "
-                         "and labels")
+        raise InputError(f"{where}: unknown key {unknown[0]!r}; a row has run (and command), mean, record (and select) "
+                         "or paper, and labels")
+    if "command" in row:
+        if "run" not in row:
+            raise InputError(f"{where}: 'command' makes a row's run; the row names no run")
+        if not _is_command(row["command"]) or shlex.split(row["command"])[:2] != ["python", "train.py"]:
+            raise InputError(f"{where}: the key 'command' must be a `python train.py ...` command line, "
+                             f"got {_json(row['command'])}")
     kinds = [kind for kind in ("run", "mean", "record") if kind in row]
     if len(kinds) > 1:
         raise InputError(f"{where}: has both {kinds[0]!r} and {kinds[1]!r}; a row is one run, the mean of runs "
@@ -540,12 +567,10 @@ def render(tables, papers, runs, root, source="tables.toml", origins=None, suite
         if "test_suite" in table:
             blocks[table["id"]] = suite_sentence(suites[table["id"]])
             continue
+        named.update(table_runs(table))
         if "compare" in table:
-            named.update(item for comparison in table["compare"] for item in (*comparison["a"], *comparison["b"])
-                         if isinstance(item, str))
             block = render_comparisons(table, papers, runs, root, records)
         else:
-            named.update(name for row in table["rows"] for name in _row_runs(row))
             block = render_table(table, papers, runs, root, source, origins, records)
         if block is not None:
             blocks[table["id"]] = block
@@ -714,6 +739,15 @@ def _header(column):
 
 def _row_runs(row):
     return set(row.get("mean", [])) | ({row["run"]} if "run" in row else set())
+
+
+def table_runs(table):
+    """The names of the runs a table (checked by check_tables) shows: its
+    rows' runs, or the runs its comparisons' samples name; none for a
+    test-suite table."""
+    if "compare" in table:
+        return {item for claim in table["compare"] for item in (*claim["a"], *claim["b"]) if isinstance(item, str)}
+    return {name for row in table.get("rows", []) for name in _row_runs(row)}
 
 
 def _labels(row, record=None):
@@ -1205,8 +1239,8 @@ def main(argv=None):
 
 
 def _run(args):
-    if (args.runs is None) == (args.snapshot is None):
-        raise InputError("give either a runs directory or --snapshot")
+    if args.runs is None and args.snapshot is None:
+        raise InputError("give a runs directory, --snapshot, or both")
     # Every input and output is checked before the runs are read (the long part).
     outputs = [(argument, path) for argument, paths in
                (("--save-snapshot", [args.save_snapshot]), ("--update", args.update or []), ("--plot", [args.plot]))
@@ -1231,12 +1265,7 @@ def _run(args):
     if args.update:
         markdown = {path: read_text(path) for path in args.update}
         check_blocks(markdown, [table["id"] for table in tables])
-    if args.snapshot:
-        root, runs = read_snapshot(args.snapshot)
-        origins = {name: f"{args.snapshot}: run {name!r}" for name in runs}
-    else:
-        root, runs = args.runs.rstrip("/") or "/", read_runs(args.runs)
-        origins = {name: str(Path(args.runs) / name / "results.json") for name in runs}
+    root, runs, origins = read_runs_and_snapshot(args.runs, args.snapshot)
 
     # Everything made in memory, then written.
     blocks = render(tables, papers, runs, root, args.tables, origins, suites, records)
@@ -1256,6 +1285,11 @@ def _run(args):
     write_all(writes)
     for series in plotted:
         print(json.dumps(series), file=sys.stderr)
+    if args.snapshot is None and not args.update:
+        # A report on the user's own runs: the tables that show one of them, not
+        # the test-suite sentences and recorded reports README.md and docs/ carry.
+        shown = {table["id"] for table in tables if table_runs(table) & runs.keys()} | {"other-runs"}
+        blocks = {table_id: block for table_id, block in blocks.items() if table_id in shown}
     print("\n\n".join(f"<!-- report:{table_id} -->\n{block}\n<!-- /report:{table_id} -->" for table_id, block in blocks.items()))
     return 0
 

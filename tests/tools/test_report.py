@@ -167,6 +167,24 @@ def test_update_snapshot_and_errors(runs_dir, tmp_path, capsys):
     assert f"error: {tables}: table 'bad': row 1: the key 'mean' must be a list of at least two runs' names" in capsys.readouterr().err
 
 
+def test_runs_join_a_snapshot_and_replace_its_runs_of_the_same_name(runs_dir, tmp_path, capsys):
+    runs, tables, papers = runs_dir
+    common = ["--tables", str(tables), "--papers", str(papers)]
+    snapshot = tmp_path / "snapshot.json"
+    assert report.main([str(runs), *common, "--save-snapshot", str(snapshot)]) == 0
+    shutil.rmtree(runs / "nested")
+    shutil.rmtree(runs / "a")
+    _write_run(runs / "a", "gru", 11.0, "python train.py --model gru --preset quick")  # a new run a
+    merged = tmp_path / "merged.json"
+    assert report.main([str(runs), "--snapshot", str(snapshot), *common, "--save-snapshot", str(merged)]) == 0
+    capsys.readouterr()
+    recorded = json.loads(merged.read_text())
+    assert recorded["root"] == str(runs) and sorted(recorded["runs"]) == ["a", "b", "nested/c"]
+    assert recorded["runs"]["a"]["test"]["i2t_r1"] == 11.0 and recorded["runs"]["nested/c"]["test"]["i2t_r1"] == 20.0
+    assert report.main([*common]) == 2
+    assert "give a runs directory, --snapshot, or both" in capsys.readouterr().err
+
+
 def _record(fit):
     """A run's record as read_runs returns it, with this fit."""
     return {"model": "m", "preset": "quick", "command": None, "wall_seconds": None, "cpu_seconds": None, "cores": None,
@@ -697,6 +715,25 @@ def test_a_test_suite_table_is_its_sentence_in_its_block(suite_workspace, capsys
     # Without its block the update is refused, as for any table.
     suite_workspace["markdown"].write_text(suite_workspace["markdown"].read_text().split("The suite:")[0])
     _fails(capsys, suite_workspace, [*argv[:2], *_update(suite_workspace)], "no <!-- report:suite -->")
+
+
+def test_a_runs_directory_alone_prints_only_the_tables_that_show_its_runs(suite_workspace, capsys):
+    tables, runs, markdown = suite_workspace["tables"], suite_workspace["runs"], suite_workspace["markdown"]
+    text = tables.read_text()
+    tables.write_text(text + _bench_record(tables.parent).read_text())  # and a table of recorded reports only
+    markdown.write_text(markdown.read_text() + "<!-- report:speed -->\n<!-- /report:speed -->\n")
+    argv = ["--tables", str(tables), "--papers", str(suite_workspace["papers"])]
+    assert report.main([str(runs), *argv]) == 0
+    assert list(report.markdown_blocks(capsys.readouterr().out)) == ["one", "two", "other-runs"]
+    # The snapshot of the same runs, or an update, prints every block it makes.
+    assert report.main(["--snapshot", str(suite_workspace["snapshot"]), *argv]) == 0
+    assert list(report.markdown_blocks(capsys.readouterr().out)) == ["one", "two", "suite", "speed", "other-runs"]
+    shutil.rmtree(runs / "a")
+    shutil.rmtree(runs / "b")
+    assert report.main([str(runs), *argv]) == 0
+    assert list(report.markdown_blocks(capsys.readouterr().out)) == ["other-runs"]
+    assert report.main([str(runs), *argv, "--update", str(markdown)]) == 0
+    assert list(report.markdown_blocks(capsys.readouterr().out)) == ["suite", "speed", "other-runs"]
 
 
 @pytest.mark.parametrize(("change", "problem"), [

@@ -1,0 +1,111 @@
+"""One command reproduces a results table: it trains only the runs that have not finished."""
+
+import json
+import shutil
+
+import pytest
+
+from common.errors import InputError
+from tools import report, reproduce
+
+PAPERS = "[p.x]\ni2t_r1 = 30.0\ni2t_r5 = 50\ni2t_r10 = 60\nt2i_r1 = 20\nt2i_r5 = 40\nt2i_r10 = 50.5\n"
+
+
+def _metrics(r1):
+    return {**{f"{d}_r{k}": r1 * k for d in ("i2t", "t2i") for k in (1, 5, 10)}, "rsum": 36 * r1}
+
+
+def _snapshot(path, runs):
+    """A snapshot of runs recorded with `command`s (root "runs")."""
+    records = {name: {"model": "gru", "preset": "paper", "dev": _metrics(1.0), "test": _metrics(1.0), "command": command}
+               for name, command in runs.items()}
+    path.write_text(json.dumps({"root": "runs", "runs": records}))
+    return path
+
+
+def _plan(tmp_path, rows):
+    tables = tmp_path / "tables.toml"
+    tables.write_text(f'[[table]]\nid = "t"\nlabels = ["run"]\ncolumns = ["rsum"]\nrows = [\n{rows}\n]\n')
+    papers = report.check_papers(_toml(PAPERS), "papers.toml")
+    (table,) = report.check_tables(report.read_toml(tables), papers, tables)
+    return table
+
+
+def _toml(text):
+    import tomllib
+
+    return tomllib.loads(text)
+
+
+def test_finished_runs_are_skipped_interrupted_ones_resumed_absent_ones_started(tmp_path):
+    runs = tmp_path / "runs"
+    (runs / "done").mkdir(parents=True)
+    (runs / "done" / "config.json").write_text("{}")
+    (runs / "done" / "results.json").write_text("{}")
+    (runs / "stopped").mkdir()
+    (runs / "stopped" / "config.json").write_text("{}")
+    table = _plan(tmp_path, '''
+  { run = "done", labels = ["a"] },
+  { run = "stopped", labels = ["b"], command = "python train.py --model gru --model-dir runs/stopped" },
+  { run = "new", labels = ["c"], command = "python train.py --model gru --set train.seed=1" },
+  { mean = ["done", "recorded"], labels = ["mean"] },
+  { run = "ens", labels = ["e"] },
+''')
+    recorded = {
+        "recorded": "python train.py --model gru --model-dir /elsewhere/recorded",
+        # An ensemble names other runs of the table: they are taken from RUNS too; a run of no table stays.
+        "ens": "python train.py --model ensemble --set model.members=runs/new,runs/recorded,runs/other --model-dir=x",
+    }
+    plan = reproduce.plan_commands(table, {name: {"command": c} for name, c in recorded.items()}, "runs", str(runs))
+    assert plan == [
+        ("done", None),
+        ("stopped", ["python", "train.py", "--model-dir", str(runs / "stopped"), "--resume"]),
+        ("new", ["python", "train.py", "--model", "gru", "--set", "train.seed=1", "--model-dir", str(runs / "new")]),
+        ("recorded", ["python", "train.py", "--model", "gru", "--model-dir", str(runs / "recorded")]),
+        ("ens", ["python", "train.py", "--model", "ensemble", "--set",
+                 f"model.members={runs}/new,{runs}/recorded,runs/other", f"--model-dir={runs / 'ens'}"]),
+    ]
+
+
+@pytest.mark.parametrize("rows, recorded, message", [
+    ('{ run = "a", labels = ["a"] }', {}, "a: no command to make it"),
+    ('{ run = "a", labels = ["a"] }', {"a": "evaluate.py --model-dir a"}, "a: its recorded command is not a `python train.py"),
+])
+def test_a_run_without_a_train_command_is_named(tmp_path, rows, recorded, message):
+    table = _plan(tmp_path, rows)
+    with pytest.raises(InputError, match=message):
+        reproduce.plan_commands(table, {name: {"command": c} for name, c in recorded.items()}, "runs", str(tmp_path))
+
+
+def test_a_folder_that_holds_no_run_is_not_trained_into(tmp_path):
+    (tmp_path / "runs" / "a").mkdir(parents=True)
+    table = _plan(tmp_path, '{ run = "a", labels = ["a"], command = "python train.py --model gru" }')
+    with pytest.raises(InputError, match="runs/a: exists but holds no training run"):
+        reproduce.plan_commands(table, {}, "runs", str(tmp_path / "runs"))
+
+
+def test_a_table_with_a_finished_and_an_interrupted_run_trains_only_the_interrupted_one(trained, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    shutil.copytree(trained, runs / "finished")
+    shutil.copytree(trained, runs / "interrupted")
+    (runs / "interrupted" / "results.json").unlink()  # stopped after its last checkpoint
+    finished = (runs / "finished" / "results.json").read_bytes()
+    tables = tmp_path / "tables.toml"
+    tables.write_text('[[table]]\nid = "t"\nlabels = ["run"]\ncolumns = ["rsum", "pieces"]\nrows = [\n'
+                      '{ run = "finished", labels = ["finished"] },\n{ run = "interrupted", labels = ["interrupted"] },\n]\n')
+    (tmp_path / "papers.toml").write_text(PAPERS)
+    snapshot = _snapshot(tmp_path / "runs.json", {"old": "python train.py --model gru"})
+    argv = ["t", "--runs", str(runs), "--snapshot", str(snapshot), "--tables", str(tables), "--papers", str(tmp_path / "papers.toml")]
+    assert reproduce.main(argv) == 0
+    out = capsys.readouterr().out
+    assert (runs / "finished" / "results.json").read_bytes() == finished  # not run again
+    resumed = json.loads((runs / "interrupted" / "results.json").read_text())
+    assert resumed["test"] == pytest.approx(json.loads(finished)["test"])  # the same checkpoint, evaluated
+    assert f"interrupted: python train.py --model-dir {runs / 'interrupted'} --resume" in out
+    assert "finished: finished" in out
+    rows = [line for line in out.splitlines() if line.startswith("| finished") or line.startswith("| interrupted")]
+    assert len(rows) == 2 and rows[1].endswith(f"| {resumed['pieces']} |") and resumed["pieces"] == 2
+    # Run again, everything is finished: nothing is trained.
+    before = (runs / "interrupted" / "results.json").read_bytes()
+    assert reproduce.main(argv) == 0
+    assert (runs / "interrupted" / "results.json").read_bytes() == before

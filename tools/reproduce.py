@@ -1,0 +1,149 @@
+"""Reproduces a results table: trains every run of it that has not finished, then prints the table.
+
+    python -m tools.reproduce paper-length                  # trains into runs/, then prints the table
+    python -m tools.reproduce paper-length --dry-run        # only says what it would run
+    python -m tools.reproduce zoo --runs /data/my-runs      # elsewhere
+
+TABLE is a table id of results/tables.toml (the README's and docs' report
+blocks are named by it: `<!-- report:TABLE -->`). Each run the table names
+(its rows' runs and their means' runs, or a comparison's runs, in the
+table's order) is, in RUNS/NAME:
+  finished     (results.json written): skipped;
+  interrupted  (config.json, no results.json: a run stopped or killed):
+               continued, `python train.py --model-dir RUNS/NAME --resume`;
+  absent:      started with its command: the row's `command` in
+               tables.toml, else the command the recorded run of the
+               snapshot (results/runs.json) was made with; its --model-dir
+               becomes RUNS/NAME, and other runs' directories it names
+               (an ensemble's members) are taken from RUNS too.
+The commands run one at a time with this Python, from the repository's
+folder; the first that fails stops the reproduction (a run it leaves is
+continued by the next call). Then the table is printed from RUNS and the
+snapshot, a run of RUNS replacing the snapshot's run of the same name
+(`python -m tools.report RUNS --snapshot SNAPSHOT --update README.md
+docs/*.md` puts all the tables into the docs). Recorded reports
+(benchmarks: a table's `record` rows) are not re-run here; their commands
+are printed with the table.
+"""
+
+import argparse
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from common.errors import InputError, run_command
+from tools import report
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("table", help="a table id of the tables file")
+    parser.add_argument("--runs", default="runs", help="where the runs are, and go (default: %(default)s)")
+    parser.add_argument("--snapshot", default=str(report.RESULTS_DIR / "runs.json"),
+                        help="the recorded runs, for their commands and the table (default: %(default)s)")
+    parser.add_argument("--tables", default=str(report.RESULTS_DIR / "tables.toml"), help="(default: %(default)s)")
+    parser.add_argument("--papers", default=str(report.RESULTS_DIR / "papers.toml"), help="(default: %(default)s)")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands it would run, run none")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    return run_command(_run, parse_args(argv))
+
+
+def _run(args):
+    papers = report.check_papers(report.read_toml(args.papers), args.papers)
+    tables = report.check_tables(report.read_toml(args.tables), papers, args.tables, args.papers)
+    table = _table(tables, args.table, args.tables)
+    snapshot_root, recorded = report.read_snapshot(args.snapshot)
+    plan = plan_commands(table, recorded, snapshot_root, args.runs)
+    for name, command in plan:
+        print(f"{name}: {'finished' if command is None else shlex.join(command)}", flush=True)
+    if args.dry_run:
+        return 0
+    for name, command in plan:
+        if command is not None and subprocess.run([sys.executable, *command[1:]], cwd=REPO).returncode:
+            raise InputError(f"{args.runs}/{name}: `{shlex.join(command)}` failed; the table is not rendered "
+                             "(run this again to continue it)")
+    root, runs, origins = report.read_runs_and_snapshot(args.runs, args.snapshot)
+    block = report.render([table], papers, runs, root, args.tables, origins).get(table["id"])
+    print(block if block is not None else f"none of the runs of table {table['id']!r} is there")
+    return 0
+
+
+def _table(tables, table_id, source):
+    for table in tables:
+        if table["id"] == table_id:
+            if "test_suite" in table:
+                raise InputError(f"{source}: table {table_id!r} is the test suite's sentence (`python -m tools.time_tests`)")
+            return table
+    raise InputError(f"{source}: no table {table_id!r} (tables: {', '.join(table['id'] for table in tables)})")
+
+
+def table_runs(table):
+    """{run name: its row's command or None}, in the table's order."""
+    if "compare" in table:
+        return {item: None for comparison in table["compare"] for item in (*comparison["a"], *comparison["b"])
+                if isinstance(item, str)}
+    runs = {}
+    for row in table["rows"]:
+        if "run" in row:
+            runs[row["run"]] = row.get("command")
+        for name in row.get("mean", []):
+            runs.setdefault(name, None)
+    return runs
+
+
+def plan_commands(table, recorded, snapshot_root, runs_dir):
+    """[(run name, the command that finishes it, or None: finished)] of
+    the table's runs, in its order (see the module's docstring)."""
+    plan = []
+    names = table_runs(table)
+    for name, command in names.items():
+        model_dir = Path(runs_dir) / name
+        if (model_dir / "results.json").is_file():
+            plan.append((name, None))
+        elif (model_dir / "config.json").is_file():
+            plan.append((name, ["python", "train.py", "--model-dir", str(model_dir), "--resume"]))
+        elif model_dir.exists():
+            raise InputError(f"{model_dir}: exists but holds no training run (no config.json): remove it to start the run")
+        else:
+            command = command or (recorded[name]["command"] if name in recorded else None)
+            if command is None:
+                raise InputError(f"{name}: no command to make it (give its row a command in the tables file, "
+                                 "or record the run in the snapshot)")
+            words = shlex.split(command)
+            if words[:2] != ["python", "train.py"]:
+                raise InputError(f"{name}: its recorded command is not a `python train.py ...` command: {command}")
+            plan.append((name, _in_runs_dir(words, model_dir, snapshot_root, runs_dir, names)))
+    return plan
+
+
+def _in_runs_dir(words, model_dir, snapshot_root, runs_dir, names):
+    """A recorded command line, its --model-dir `model_dir` and the runs
+    it names ("SNAPSHOT_ROOT/NAME", in any argument, alone or in a comma
+    list) under `runs_dir`."""
+    def moved(value):
+        return ",".join(f"{runs_dir}/{part[len(snapshot_root) + 1:]}"
+                        if part.startswith(f"{snapshot_root}/") and part[len(snapshot_root) + 1:] in names else part
+                        for part in value.split(","))
+
+    out = []
+    for i, word in enumerate(words):
+        if i and words[i - 1] == "--model-dir":
+            out.append(str(model_dir))
+        elif word.startswith("--model-dir="):
+            out.append(f"--model-dir={model_dir}")
+        else:
+            key, equals, value = word.rpartition("=")
+            out.append(f"{key}={moved(value)}" if equals else moved(word))
+    if "--model-dir" not in out and not any(word.startswith("--model-dir=") for word in out):
+        out += ["--model-dir", str(model_dir)]
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
