@@ -83,6 +83,8 @@ def _query(args):
         check_output_file(args.html, "--html")
     if args.image:
         check_file(args.image)
+    if args.text is not None:
+        _check_query_length(args.text)
     index = Index.open(args.index, args.saved_model)
     wanted = "images" if args.text is not None else "captions"
     if index.kind != wanted:
@@ -102,6 +104,21 @@ def _query(args):
 
         write_page(args.html, args.index, query, hits, index.kind)
     return 0
+
+
+def _check_query_length(text):
+    """Refuses, before the index and its model load, a query text that no
+    model of the zoo takes: more than `MAX_INPUT_TOKENS` tokens under each
+    of the zoo's tokenizers (the index does not record which its model
+    uses; a text within the limit under one of them is left to the model)."""
+    import tensorflow as tf
+
+    from data.tokenizer import TOKENIZERS
+    from layers.text_vectorizer import MAX_INPUT_TOKENS
+
+    tokens = min(int(tokenize(tf.constant([text])).row_lengths()[0]) for tokenize in TOKENIZERS.values())
+    if tokens > MAX_INPUT_TOKENS:
+        raise InputError(f"the query text has {tokens:,} tokens; the zoo's models take at most {MAX_INPUT_TOKENS}")
 
 
 if __name__ == "__main__":

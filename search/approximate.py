@@ -68,10 +68,10 @@ def build(encodings_blocks, metric, links=LINKS, ef_construction=EF_CONSTRUCTION
 
 def search(index, queries, k, metric, ef_search=None):
     """(scores float32 [n, k], rows int64 [n, k]) of the `k` best items
-    for each query; rows are -1 past the items found."""
-    if ef_search is not None:
-        index.hnsw.efSearch = max(ef_search, k)
-    return index.search(_prepared(queries, metric), k)
+    for each query; rows are -1 past the items found. `ef_search` holds
+    for this call only: the index keeps its own for later searches."""
+    params = None if ef_search is None else _faiss().SearchParametersHNSW(efSearch=max(ef_search, k))
+    return index.search(_prepared(queries, metric), k, params=params)
 
 
 def build_for_index(shard_paths, items, manifest, choice):

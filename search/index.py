@@ -17,11 +17,12 @@ import collections
 from pathlib import Path
 
 import numpy as np
+import tensorflow as tf
 
 from common.errors import InputError
 from search import approximate, store
 from search.build import CAPTIONS_FILE, build_index
-from search.model import SearchModel, encode_image_files, normalize
+from search.model import SearchModel, encode_image_files, normalize, op_error_reason
 
 Hit = collections.namedtuple("Hit", "id score item")
 Hit.__doc__ = ("One search result: its id (an image's path under the folder, a caption's line number), its score "
@@ -101,13 +102,18 @@ class Index:
     def encode_queries(self, queries):
         """The encodings of queries of the other side than the items: texts
         for an index of images; image files, or image features [n, F]
-        (a NumPy array), for an index of captions."""
+        (a NumPy array), for an index of captions. A text the model
+        refuses (longer than it takes) is an `InputError`."""
         if self.kind == "images":
             if isinstance(queries, np.ndarray) or not all(isinstance(query, str) for query in queries):
                 raise InputError("an index of images is searched with texts")
             if not all(query.strip() for query in queries):
                 raise InputError("a query text is empty")
-            return self.model.encode_texts(queries)
+            try:
+                return self.model.encode_texts(queries)
+            except tf.errors.InvalidArgumentError as error:  # e.g. longer than the model takes
+                which = "the query text" if len(queries) == 1 else "a query text"
+                raise InputError(f"the model refuses {which} ({op_error_reason(error)})") from None
         if isinstance(queries, np.ndarray):
             return self.model.encode_image_features(queries)
         self.model.check_takes_images("--image")
@@ -125,7 +131,7 @@ class Index:
 
         `exact` searches exactly even where the index has an approximate
         index; `ef_search` sets how many candidates its graph search keeps
-        (more: higher recall, slower)."""
+        (more: higher recall, slower), for this call only."""
         one = isinstance(queries, (str, Path))
         rows, scores = self.search_rows(self.encode_queries([queries] if one else queries), k, exact, ef_search)
         hits = [[Hit(str(self.ids[row]), float(score), self.item(row)) for row, score in zip(best, best_scores)

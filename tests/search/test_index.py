@@ -171,6 +171,21 @@ def test_a_caption_the_model_refuses_names_its_line(exports, tmp_path):
         Index.build(exports["cosine"], tmp_path / "index", captions=captions)
 
 
+def test_a_per_call_ef_search_leaves_the_index_as_it_was(exports, photos, tmp_path):
+    index = Index.build(exports["cosine"], tmp_path / "index", images=photos, approximate="always")
+    index.search(QUERIES, k=5, ef_search=16)
+    assert index._approximate.hnsw.efSearch == 256  # approximate.DEFAULT_EF_SEARCH, as built
+    assert_same_hits(index.search(QUERIES, k=5), Index.open(tmp_path / "index").search(QUERIES, k=5))
+
+
+def test_a_query_text_the_model_refuses_is_an_input_error(exports, photos, tmp_path):
+    index = Index.build(exports["cosine"], tmp_path / "index", images=photos)
+    with pytest.raises(InputError, match=r"^the model refuses the query text \(assertion failed: \[caption too long\]"):
+        index.search(" ".join(["dog"] * (MAX_WORDS + 1)))
+    with pytest.raises(InputError, match=r"^the model refuses a query text \(assertion failed: \[caption too long\]"):
+        index.search(["a dog", " ".join(["dog"] * (MAX_WORDS + 1))])
+
+
 def test_another_model_is_refused(exports, photos, tmp_path):
     Index.build(exports["cosine"], tmp_path / "index", images=photos)
     with pytest.raises(InputError, match=r"index: built with another model \(.*cosine, fingerprint "):

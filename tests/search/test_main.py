@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from search import build, store
 from search.__main__ import main
+from search.index import Index
 from tests.search.hand_exports import good_images
 
 
@@ -185,6 +186,25 @@ def test_an_index_of_the_other_kind_or_no_query(image_index, photos, tmp_path, c
                                                "(an index of captions)")
     status, _, err = run(capsys, "query", tmp_path / "nowhere", "a dog")
     assert status == 2 and error_line(err) == f"error: {tmp_path / 'nowhere'}: no such index (not a folder)"
+
+
+def test_a_query_longer_than_any_model_takes_is_refused_before_the_index_opens(image_index, capsys, monkeypatch):
+    def opened(*args):
+        raise AssertionError("the index was opened")
+
+    monkeypatch.setattr(Index, "open", opened)
+    status, _, err = run(capsys, "query", image_index, " ".join(["dog"] * 2000))
+    assert status == 2
+    assert error_line(err) == "error: the query text has 2,000 tokens; the zoo's models take at most 512"
+
+
+def test_a_query_the_model_refuses_is_one_line(image_index, capsys):
+    # 600 Treebank tokens but 300 alnum ones: within the zoo's limit for a
+    # model of the alnum tokenizer, so the model decides (the hand export
+    # takes 12 words).
+    status, _, err = run(capsys, "query", image_index, " ".join(["dog ,"] * 300))
+    assert status == 2
+    assert error_line(err).startswith("error: the model refuses the query text (assertion failed: [caption too long]")
 
 
 def test_an_interrupted_rebuild_leaves_the_existing_index_whole(image_index, exports, photos, capsys, monkeypatch,
