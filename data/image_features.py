@@ -382,7 +382,10 @@ class FeatureExtractor(tf.Module):
         """float32 [N, F] features of encoded images (string [N])."""
         images = tf.map_fn(lambda c: decode_image(c, self.size), contents,
                            fn_output_signature=tf.TensorSpec([self.size, self.size, 3], tf.float32))
-        return self._encode_batch(images)
+        # The backbones fail on an empty batch (in a convolution's BiasAdd or a
+        # batch normalisation), which has no features to compute.
+        return tf.cond(tf.size(contents) > 0, lambda: self._encode_batch(images),
+                       lambda: tf.zeros([0, self.dim], tf.float32))
 
     def __call__(self, paths, batch_size):
         dataset = (

@@ -106,6 +106,15 @@ def test_a_corrupt_or_non_image_input_is_an_invalid_argument_error(exports, cont
     assert loaded.encode_image_bytes(jpegs(SAMPLES[:1])).shape[0] == 1  # still serving
 
 
+def test_an_empty_batch_of_images_has_empty_encodings_and_scores(trained):
+    loaded = tf.saved_model.load(str(trained / "saved_model"))
+    width = loaded.encode_image(embedded_features("ims")[:1]).shape[1]
+    empty = tf.constant([], tf.string)
+    encodings = loaded.encode_image_bytes(empty)
+    assert encodings.dtype == tf.float32 and encodings.shape == (0, width)
+    assert loaded.score_images(empty, tf.constant(CAPTIONS)).shape == (0, len(CAPTIONS))
+
+
 def test_saved_model_cli_lists_every_signature_with_named_inputs(exports):
     cli = shutil.which("saved_model_cli") or str(__import__("pathlib").Path(sys.executable).parent / "saved_model_cli")
     shown = subprocess.run([cli, "show", "--all", "--dir", str(exports["trained"])], capture_output=True, text=True,
