@@ -166,10 +166,19 @@ def _scan_text(file, has_header):
 def _parse_text(line, dim):
     """(word, float32 vector) of a text line; ValueError unless it holds
     `dim` numbers (any number for dim None, the first GloVe line)."""
-    key, *values = line.decode("utf-8").split()
+    key, *values = _fields(line)
     if not values or (dim is not None and len(values) != dim):
         raise ValueError(f"the line of {key!r} has {len(values)} numbers, not {dim}")
     return key, np.array(values, np.float32)
+
+
+def _fields(line):
+    """The word (str), then the values (bytes), of a text line split on
+    ASCII whitespace, as word2vec's tools and gensim split it: a word may
+    hold other Unicode spaces, such as U+00A0 (no-break space), which
+    `str.split` would split on."""
+    key, *values = line.split()
+    return key.decode("utf-8"), *values
 
 
 class _FileRows:
@@ -230,7 +239,7 @@ def _sniff_format(path):
 def _is_text_vector(line, dimension):
     """Whether `line` (bytes) reads as `<word> <dimension numbers>`."""
     try:
-        _, *values = line.decode("utf-8").split()
+        _, *values = _fields(line)
         numbers = [float(value) for value in values]
     except (UnicodeDecodeError, ValueError):  # ValueError also for a blank line
         return False

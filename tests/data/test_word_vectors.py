@@ -83,6 +83,25 @@ def test_vectors_are_read_from_the_file_as_gensim_reads_them(tmp_path, monkeypat
     np.testing.assert_array_equal(loaded["caf\u00e97"], expected["caf\u00e97"])
 
 
+@pytest.mark.parametrize("name, binary, no_header", [
+    ("vectors.txt", False, False), ("glove.txt", False, True), ("vectors.bin", True, False),
+])
+def test_a_word_holding_a_unicode_space_is_read_as_gensim_reads_it(tmp_path, name, binary, no_header):
+    """Words split on ASCII whitespace only: U+00A0 (no-break space) and
+    U+3000 (ideographic space) are part of a word, first line included."""
+    vectors = KeyedVectors(vector_size=3)
+    vectors.add_vectors(["new\u00a0york", "dog", "\u6771\u4eac\u3000tower"],
+                        np.array([[1.5, -2, 3], [4, 5, 6.25], [7, -8, 9]], np.float32))
+    path = tmp_path / name
+    vectors.save_word2vec_format(str(path), binary=binary)
+    if no_header:
+        path.write_bytes(path.read_bytes().split(b"\n", 1)[1])
+    expected = KeyedVectors.load_word2vec_format(str(path), binary=binary, no_header=no_header)
+    loaded = word_vectors.load_word_vectors(path)
+    assert loaded.index_to_key == expected.index_to_key == ["new\u00a0york", "dog", "\u6771\u4eac\u3000tower"]
+    np.testing.assert_array_equal(loaded.take([0, 1, 2]), expected.vectors)
+
+
 def test_binary_records_may_end_with_a_newline(tmp_path):
     """The word2vec C tool writes a newline after each vector."""
     vectors = np.array([[1.5, -2], [3, 4.25]], "<f4")
