@@ -148,7 +148,14 @@ def vsepp_worker(connection, path, options, batches, warmup):
     module_spec = importlib.util.spec_from_file_location("vsepp_model", model_file)
     vsepp = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(vsepp)
-    vse = vsepp.VSE(arguments.Namespace(**options))
+    vse_class = getattr(vsepp, "VSE", None)
+    missing = ["VSE class"] if vse_class is None else [
+        f"VSE.{method}" for method in ("train_start", "train_emb") if not callable(getattr(vse_class, method, None))]
+    if missing:
+        connection.send(f"{model_file}: has no {' or '.join(missing)} (VSEPP_CLONE is a clone of "
+                        "github.com/fartashf/vsepp)")
+        return
+    vse = vse_class(arguments.Namespace(**options))
     vse.train_start()
     vse.logger = types.SimpleNamespace(update=lambda *args, **kwargs: None)
     vse.forward_loss = lambda image_embeddings, caption_embeddings, **kwargs: vse.criterion(

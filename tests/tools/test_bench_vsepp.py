@@ -88,6 +88,26 @@ def test_vsepp_comparison_records_its_report(tmp_path, monkeypatch, capsys):
     assert record["command"] == f"python -m tools.bench_vsepp {clone} {' '.join(TINY)} --steps 1 --warmup 0 --rounds 1"
 
 
+@pytest.mark.parametrize("model_py, missing", [
+    ("class Model:\n    pass\n", "VSE class"),
+    (FAKE_VSEPP_MODEL.replace("def train_emb", "def train_embedding"), "VSE.train_emb"),
+])
+def test_a_clone_without_what_the_comparison_calls_is_named_in_one_line(tmp_path, monkeypatch, capsys, model_py,
+                                                                         missing):
+    clone, fake = tmp_path / "vsepp", tmp_path / "fake"
+    clone.mkdir()
+    (clone / "model.py").write_text(model_py)
+    (fake / "torch").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text(FAKE_TORCH_WITH_TENSORS)
+    monkeypatch.syspath_prepend(str(fake))  # the spawned worker gets this sys.path
+    assert bench_vsepp.main([str(clone), *TINY, "--steps", "1", "--warmup", "0", "--rounds", "1"]) == 2
+    out, err = capsys.readouterr()
+    assert [line for line in err.splitlines() if line.startswith("error:")] == [
+        f"error: {clone / 'model.py'}: has no {missing} (VSEPP_CLONE is a clone of github.com/fartashf/vsepp)"
+    ]
+    assert "Traceback" not in err and out == ""
+
+
 # --- the worker process is supervised (tools.bench.Worker) -------------------
 
 # A stand-in for PyTorch, just enough for `vsepp_worker` to reach the clone's model.py.
