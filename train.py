@@ -53,7 +53,7 @@ def main(argv=None):
 
 def _run(args):
     # TensorFlow is imported only once the arguments are known to be usable.
-    from common.config import apply_overrides
+    from common.config import STRATEGIES, apply_overrides
     from engine import training
     from engine.evaluation import format_table
     from models import registry
@@ -77,6 +77,9 @@ def _run(args):
     if args.export_only:
         return _export_only(args.model_dir, args.serving_version, args.provenance)
 
+    # Checked here, not as the override below: the user typed --strategy, not runtime.strategy.
+    if args.strategy is not None and args.strategy not in STRATEGIES:
+        raise InputError(f"--strategy {args.strategy!r}: choose one of {', '.join(STRATEGIES)}")
     strategy = [f"runtime.strategy={args.strategy}"] if args.strategy else []
     if args.resume:
         config = apply_overrides(load_experiment(args.model_dir), strategy)

@@ -166,7 +166,7 @@ def test_list_names_each_models_presets_and_image_features(capsys):
      "train.batch_size=128 is larger than the 50 training pairs"),
     (["--model", "gru", "--set", "train.learning_rate=-1"], "train.learning_rate must be > 0; got -1.0"),
     (["--model", "gru", "--image-features", "fne"], "--image-features 'fne': model 'gru' reads fc"),
-    (["--model", "gru", "--strategy", "tpu"], "runtime.strategy must be one of auto, default, mirrored, multiworker"),
+    (["--model", "gru", "--strategy", "tpu"], "--strategy 'tpu': choose one of auto, default, mirrored, multiworker"),
 ])
 def test_bad_arguments_give_one_line_errors(argv, message, capsys, tmp_path):
     argv = argv if "--model-dir" in argv else [*argv, "--model-dir", str(tmp_path / "run")]
