@@ -54,7 +54,13 @@ DATASETS = ("f8k", "f30k", "coco")
 @dataclasses.dataclass
 class PipelineConfig(VSEConfig):
     """The hyperparameters shared by the Vilalta et al. pipelines (Sec. 3.2,
-    4.3); each variant's Table 1 values are its presets."""
+    4.3); each variant's Table 1 values are its presets.
+
+    Image features (a deliberate deviation): one layer's are the embedded
+    1280-d head of EfficientNet-Lite0 (image and mirror averaged), its
+    Full-Network Embedding that of the same CNN's 18 stages (3,120
+    features); the paper's are VGG16's FC7 and the FNE of VGG16.
+    """
 
     word_dim: int = 1024
     embed_dim: int = 1536

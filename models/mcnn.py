@@ -94,6 +94,11 @@ VARIANTS = tuple(IMAGE_LAYER)
 class MCNNConfig(VocabularyConfig):
     """Hyperparameters of m-CNN (Ma et al. 2015, Sec. 3 and 4).
 
+    Image features (a deliberate deviation): the embedded 1280-d head of
+    EfficientNet-Lite0 (image and mirror averaged), fixed; the paper feeds
+    OverFeat ("fast") or 19-layer VGG, initialised from ImageNet and
+    trained with the matching CNN.
+
     Attributes:
       variant: "wd", "phs", "phl" or "st" (Table 1).
       word_dim: word vector size (50, skip-gram).

@@ -75,6 +75,10 @@ class RCNConfig(VSEConfig):
     """Hyperparameters of the RCN (Francis et al. 2018, Sec. IV.A); the
     defaults are RCN-0.05.
 
+    Image features (a deliberate deviation): the embedded data is the
+    1280-d head of EfficientNet-Lite0 (image and mirror averaged); the
+    paper used 2048-d ResNet-152 features averaged over 9 crops.
+
     Attributes (besides `VSEConfig`'s, whose defaults here are the paper's:
     300-d words, 1024-d embeddings, margin 0.2, hardest negative averaged
     over the batch, the 5000 most frequent training words, sentences cut at

@@ -44,6 +44,12 @@ IMAGE_INPUTS = {
 class VSEConfig(VocabularyConfig):
     """Hyperparameters of the GRU VSE model (VSE++ defaults).
 
+    Image features (a deliberate deviation, as for every model of the zoo):
+    the embedded data is the 1280-d head of EfficientNet-Lite0 (ImageNet
+    weights, image and mirror averaged; `data/f8k_precomp/README.md`);
+    VSE++ used VGG19 fc7 and ResNet-152 features (1 or 10 crops), so its
+    numbers are not expected here.
+
     Attributes:
       word_dim: word embedding size (300).
       embed_dim: GRU state and joint space size (1024).

@@ -103,6 +103,11 @@ LOSSES = ("mse", *HINGE_LOSSES)
 class W2VVConfig(VocabularyConfig):
     """Hyperparameters of Word2VisualVec (Dong et al. 2018, Sec. III, IV-A).
 
+    Image features (a deliberate deviation): the visual feature predicted
+    is the embedded 1280-d head of EfficientNet-Lite0 (image and mirror
+    averaged); the paper predicts 2048-d ResNet-152 pool5 features (and
+    compares GoogLeNet's), so its numbers are not expected here.
+
     Attributes:
       scales: which sentence vectorisations are concatenated (eq. 4), a
         subset of "bow", "word2vec", "gru".

@@ -76,6 +76,10 @@ TABLE_BLOCK = 8192
 class FVConfig(ModelConfig):
     """Hyperparameters of the Fisher-vector models (Klein et al. 2015).
 
+    Image features (a deliberate deviation): the embedded 1280-d head of
+    EfficientNet-Lite0 (image and mirror averaged); the paper encodes
+    images with VGG (4096-d, images resized to 221 x 221).
+
     Attributes:
       encoding: "mean", "gmm", "lmm", "hglmm" or "gmm-hglmm" (Table 1).
       word_vectors: the word vector file (the paper: word2vec GoogleNews
