@@ -1,9 +1,9 @@
 """Trains a model of the zoo, evaluates it and exports it as a SavedModel.
 
-    python train.py --model gru --preset quick --model-dir runs/gru
-    python train.py --model gru --set train.epochs=2 --set model.embed_dim=512
-    python train.py --model-dir runs/gru --resume
-    python train.py --model-dir runs/gru --export-only [--serving-version 1] [--provenance FEATURES_DIR]
+    python train.py --model gru --preset quick            # into runs/gru-quick
+    python train.py --model gru --set train.epochs=2 --set model.embed_dim=512 --model-dir runs/gru-small
+    python train.py --model-dir runs/gru-quick --resume
+    python train.py --model-dir runs/gru-quick --export-only [--serving-version 1] [--provenance FEATURES_DIR]
 
 Models and their presets: `python train.py --list`.
 """
@@ -11,8 +11,12 @@ Models and their presets: `python train.py --list`.
 import argparse
 import shlex
 import sys
+from pathlib import Path
 
+from common.config import STRATEGIES, apply_overrides, check_override
 from common.errors import InputError, count, run_command
+from engine import model_dirs
+from models import registry
 
 
 def parse_args(argv):
@@ -25,7 +29,8 @@ def parse_args(argv):
     parser.add_argument("--image-features", metavar="KIND",
                         help="fc (default): one CNN layer's features ({split}_ims.npy), or another kind the model "
                         "declares (see --list), e.g. every layer's features through a Full-Network Embedding")
-    parser.add_argument("--model-dir", help="where checkpoints, logs, results and the export go (default: runs/<model>)")
+    parser.add_argument("--model-dir", help="where checkpoints, logs, results and the export go (default: "
+                        "runs/<model>-<preset>, e.g. runs/gru-paper); a new or empty folder, or a run to --resume")
     parser.add_argument("--resume", action="store_true", help="continue the run in --model-dir from its last checkpoint")
     parser.add_argument("--export-only", action="store_true", help="only export --model-dir's best checkpoint as a SavedModel")
     parser.add_argument("--serving-version", type=count, metavar="N",
@@ -52,11 +57,10 @@ def main(argv=None):
 
 
 def _run(args):
-    # TensorFlow is imported only once the arguments are known to be usable.
-    from common.config import STRATEGIES, apply_overrides
+    _check(args)
+    # TensorFlow loads only once the arguments are known to be usable.
     from engine import training
     from engine.evaluation import format_table
-    from models import registry
     from models.restore import load_experiment
 
     if args.list:
@@ -65,28 +69,16 @@ def _run(args):
             features = f"; image features fc, {', '.join(spec.image_features)}" if spec.image_features else ""
             print(f"{name}: presets {', '.join({'paper': None, **spec.presets})}{features}")
         return 0
-    if args.export_only or args.resume:
-        if not args.model_dir:
-            raise InputError("--export-only and --resume need --model-dir")
-        if args.model or args.set or args.data or args.image_features:
-            raise InputError("--resume/--export-only take the configuration from --model-dir/config.json; drop --model, --set and --data")
-    elif not args.model:
-        raise InputError("--model is required (see --list)")
-    if (args.serving_version or args.provenance) and not args.export_only:
-        raise InputError("--serving-version and --provenance apply to --export-only")
     if args.export_only:
         return _export_only(args.model_dir, args.serving_version, args.provenance)
 
-    # Checked here, not as the override below: the user typed --strategy, not runtime.strategy.
-    if args.strategy is not None and args.strategy not in STRATEGIES:
-        raise InputError(f"--strategy {args.strategy!r}: choose one of {', '.join(STRATEGIES)}")
     strategy = [f"runtime.strategy={args.strategy}"] if args.strategy else []
     if args.resume:
         config = apply_overrides(load_experiment(args.model_dir), strategy)
     else:
         overrides = [*args.set, *([f"data.path={args.data}"] if args.data else []), *strategy]
         config = registry.get(args.model).experiment(args.preset, overrides, args.image_features or "fc")
-    model_dir = args.model_dir or f"runs/{config.model_name}"
+    model_dir = args.model_dir or model_dirs.default(config.model_name, config.preset)
     results = training.Trainer(config, model_dir, resume=args.resume, command=args.command).run()
     print(f"best checkpoint: {results['checkpoint']}")
     print("dev:\n" + format_table(results["dev"]))
@@ -95,9 +87,36 @@ def _run(args):
     return 0
 
 
+def _check(args):
+    """What can be checked before TensorFlow loads: the flags' combinations,
+    the model's name, the --set syntax, the strategy's name and that the
+    named folders exist."""
+    if args.list:
+        return
+    if args.export_only or args.resume:
+        if not args.model_dir:
+            raise InputError("--export-only and --resume need --model-dir")
+        if args.model or args.set or args.data or args.image_features:
+            raise InputError("--resume/--export-only take the configuration from --model-dir/config.json; drop --model, --set and --data")
+        model_dirs.check_run(args.model_dir, "--resume" if args.resume else "--export-only")
+    elif not args.model:
+        raise InputError("--model is required (see --list)")
+    else:
+        registry.check_name(args.model)
+    if (args.serving_version or args.provenance) and not args.export_only:
+        raise InputError("--serving-version and --provenance apply to --export-only")
+    for item in args.set:
+        check_override(item)
+    # Checked here, not as the runtime.strategy override it becomes: the user typed --strategy.
+    if args.strategy is not None and args.strategy not in STRATEGIES:
+        raise InputError(f"--strategy {args.strategy!r}: choose one of {', '.join(STRATEGIES)}")
+    for flag, folder in (("--data", args.data), ("--provenance", args.provenance)):
+        if folder is not None and not Path(folder).is_dir():
+            raise InputError(f"{flag} {folder}: no such folder")
+
+
 def _export_only(model_dir, version=None, features_dir=None):
     import logging
-    from pathlib import Path
 
     from data import provenance
     from engine import training

@@ -192,15 +192,27 @@ def apply_overrides(config, overrides):
     """
     sections = {name: dataclasses.asdict(getattr(config, name)) for name in SECTIONS}
     for item in overrides:
-        key, sep, raw = item.partition("=")
-        section, _, field = key.strip().partition(".")
-        if not sep or section not in sections or field not in sections[section]:
+        section, field, raw = check_override(item)
+        if field not in sections[section]:
             valid = ", ".join(
                 f"{s}.{f}" for s, fields in sections.items() for f in fields
             )
             raise InputError(f"--set {item!r}: unknown key; valid keys: {valid}")
         sections[section][field] = _parse_value(raw.strip())
     return _rebuild(config, sections)
+
+
+def check_override(item):
+    """The section, key and value text of a `SECTION.KEY=VALUE` override;
+    `InputError` unless it has that form with one of `SECTIONS` (whether
+    the section has the key is for `apply_overrides`: a model's keys are
+    its family's)."""
+    key, sep, raw = item.partition("=")
+    section, dot, field = key.strip().partition(".")
+    if not sep or not dot or not field or section not in SECTIONS:
+        raise InputError(f"--set {item!r}: unknown key; expected SECTION.KEY=VALUE with SECTION one of "
+                         f"{', '.join(SECTIONS)}")
+    return section, field, raw
 
 
 def _parse_value(raw):

@@ -50,6 +50,19 @@ def check_output_dir(path, argument):
         raise InputError(f"{argument} {path}: exists and is not a directory")
 
 
+def check_output_folder(path, argument, marker, kind):
+    """Fails, before any work, unless the folder `path` can receive `kind`
+    (e.g. "an index"): it is new, empty, or already `kind`, which holds the
+    file `marker`. Anything else (a file, someone's folder of photos) is
+    refused, so nothing is ever written among a user's files."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{argument} {path}: exists and is not {kind} (a file)")
+    if path.is_dir() and any(path.iterdir()) and not (path / marker).is_file():
+        raise InputError(f"{argument} {path}: exists and is not {kind} (a folder without {marker}); "
+                         "choose a new name")
+
+
 def read_text(path):
     """The text of a UTF-8 file; `InputError` naming it if it is missing,
     not a regular file or unreadable."""

@@ -1,9 +1,12 @@
 """The command-line arguments that choose a trained model and a split of
 data, shared by `evaluate.py` and the tools that score with a model."""
 
+from pathlib import Path
+
 from common.errors import InputError
 from data import provenance, splits
 from data.embedded import EMBEDDED_DATA
+from engine import model_dirs
 
 
 def add_model_and_split_arguments(parser):
@@ -24,6 +27,13 @@ def load_model_and_split(args, overrides=()):
     `overrides` are `--set` model settings (a model directory only).
     Features made otherwise than the model's training features (their
     provenance.json, `data.provenance`) are refused."""
+    # What can be checked before TensorFlow loads, first.
+    if args.model_dir:
+        model_dirs.check_run(args.model_dir, "--model-dir")
+    else:
+        check_saved_model(args.saved_model)
+    if args.data and not Path(args.data).is_dir():
+        raise InputError(f"--data {args.data}: no such folder")
     from engine import scoring  # Imported here: it loads TensorFlow.
 
     if args.model_dir:
@@ -39,6 +49,13 @@ def load_model_and_split(args, overrides=()):
     split = splits.load_split(root, split_name, image_features)
     splits.check_image_dim(split, scorer.image_dim, splits.features_location(root, split_name, image_features))
     return scorer, split
+
+
+def check_saved_model(path):
+    """Fails, before TensorFlow loads, unless the folder `path` holds a
+    SavedModel's graph; the rest is for `engine.scoring.SavedModelScorer`."""
+    if not any((Path(path) / name).is_file() for name in ("saved_model.pb", "saved_model.pbtxt")):
+        raise InputError(f"{path}: not a readable SavedModel (no saved_model.pb in that folder)")
 
 
 def data_root(args, scorer):

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from common.errors import InputError
+from common.files import check_output_folder
 from data.readers import find_image_files
 
 TENSOR_NAME = "joint_space/.ATTRIBUTES/VARIABLE_VALUE"
@@ -39,12 +40,7 @@ def check_directory(directory):
     """Fails unless `directory` can receive a projector: missing, empty, or
     written by `write_projector` before (it is then replaced)."""
     directory = Path(directory)
-    if directory.exists() and not directory.is_dir():
-        raise InputError(f"--projector {directory} is a file, not a directory")
-    if directory.is_dir() and any(directory.iterdir()) and not (directory / CONFIG_FILE).is_file():
-        raise InputError(
-            f"--projector {directory} is a non-empty directory without a projector; choose a new or empty one"
-        )
+    check_output_folder(directory, "--projector", CONFIG_FILE, "a projector")
     if not directory.parent.is_dir():
         raise InputError(f"--projector {directory}: the directory {directory.parent} does not exist")
 

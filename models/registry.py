@@ -1,25 +1,42 @@
 """The registry of the zoo's models: `--model NAME` -> how to build and train it.
 
-It imports no model: each family's module registers its models when it is
-imported, and `models/__init__.py` imports them all.
+Each family's module registers its models when it is imported. `FAMILIES`
+says which module registers which names, so a name is checked without
+importing any family, nor TensorFlow (a mistyped `--model` is refused at
+once), and `get` imports a family's module when one of its models is
+first asked for.
 """
 
 import dataclasses
+import importlib
 import json
 from typing import Any, Callable
-
-import tensorflow as tf
 
 from common.config import ExperimentConfig, TrainConfig, apply_overrides
 from common.errors import InputError
 from data.splits import DataConfig
-from data.vocabulary import Vocabulary
+
+# Each family's module and the `--model` names it registers (a test checks
+# that importing them registers exactly these).
+FAMILIES = {
+    "models.vse": ("gru",),
+    "models.rcn": ("rcn", "rcn-0", "rcn-gru"),
+    "models.fne_pipelines": ("sh", "mh", "soe", "moe", "ph", "poe"),
+    "models.w2vv": ("w2vv", "w2vv-bow", "w2vv-word2vec", "w2vv-gru"),
+    "models.mcnn": ("mcnn-wd", "mcnn-phs", "mcnn-phl", "mcnn-st", "mcnn-ens"),
+    "models.ensemble": ("ensemble",),
+    "models.fisher_vectors": ("fv-mean", "fv-gmm", "fv-lmm", "fv-hglmm", "fv-gmm-hglmm"),
+}
+_FAMILY_OF = {name: module for module, names in FAMILIES.items() for name in names}
 
 
 def default_vocabulary(config, train_captions, word_vectors=None):
     """The training words seen at least `config.vocab_min_count` times, at
     most `config.vocab_max_size` of them, tokenised by `config.tokenizer`
     (a `models.base.VocabularyConfig`)."""
+    # Imported on use, as TensorFlow below: looking a name up loads neither.
+    from data.vocabulary import Vocabulary
+
     return Vocabulary.build(
         train_captions, min_count=config.vocab_min_count, max_size=config.vocab_max_size,
         tokenizer=config.tokenizer,
@@ -93,6 +110,10 @@ class ModelSpec:
     def build_model(self, model_config, vocabulary, image_dim):
         """The model with its weights created (by encoding a dummy pair);
         `vocabulary` is a `Vocabulary` or a plain token list."""
+        import tensorflow as tf
+
+        from data.vocabulary import Vocabulary
+
         if not isinstance(vocabulary, Vocabulary):
             vocabulary = Vocabulary(vocabulary)
         model = self.build(model_config, vocabulary, image_dim)
@@ -116,10 +137,18 @@ def get(name, source="--model"):
     """The `ModelSpec` of `name`; an unknown name is an `InputError` naming
     where it came from, `source`: the `--model` argument by default, or
     e.g. "<model_dir>/config.json: model_name" for a name read from a file."""
-    if not isinstance(name, str) or name not in _REGISTRY:
-        raise InputError(f"{source} {name!r}: unknown model; known models: {', '.join(names())}")
+    check_name(name, source)
+    if name not in _REGISTRY:
+        importlib.import_module(_FAMILY_OF[name])
     return _REGISTRY[name]
 
 
+def check_name(name, source="--model"):
+    """Raises `InputError` (see `get`) unless `name` is a registered model's
+    name; imports nothing."""
+    if not isinstance(name, str) or name not in _FAMILY_OF and name not in _REGISTRY:
+        raise InputError(f"{source} {name!r}: unknown model; known models: {', '.join(names())}")
+
+
 def names():
-    return sorted(_REGISTRY)
+    return sorted({*_FAMILY_OF, *_REGISTRY})

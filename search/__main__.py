@@ -22,6 +22,8 @@ import sys
 
 from common.errors import InputError, count, run_command
 from common.files import check_file, check_output_file
+from engine.arguments import check_saved_model
+from search import collection, store
 
 
 def parse_args(argv):
@@ -64,10 +66,16 @@ def _run(args):
 
 
 def _index(args):
-    from search import build, store
+    # What can be checked before TensorFlow loads, first.
+    store.check_out(args.out)
+    check_saved_model(args.saved_model)
+    if args.images:
+        collection.check_folder(args.images)
+    else:
+        check_file(args.captions)
+    from search import build
     from search.model import SearchModel
 
-    store.check_out(args.out)  # before the model loads
     manifest = build.build_index(SearchModel(args.saved_model), args.out, args.images, args.captions,
                                  args.approximate)
     build.report(args.out, manifest)
@@ -75,8 +83,7 @@ def _index(args):
 
 
 def _query(args):
-    from search.index import Index
-
+    store.read_manifest(args.index)  # before TensorFlow loads: a mistyped index is refused at once
     if (args.text is None) == (args.image is None):
         raise InputError("give a query text (an index of images) or --image FILE (an index of captions)")
     if args.html:
@@ -85,6 +92,8 @@ def _query(args):
         check_file(args.image)
     if args.text is not None:
         _check_query_length(args.text)
+    from search.index import Index
+
     index = Index.open(args.index, args.saved_model)
     wanted = "images" if args.text is not None else "captions"
     if index.kind != wanted:

@@ -17,16 +17,21 @@ def list_images(folder, argument="--images"):
     Fails (`InputError`) when `folder` is missing, not a folder, or holds
     no such file."""
     folder = Path(folder)
-    if not folder.exists():
-        raise InputError(f"{argument} {folder}: no such folder")
-    if not folder.is_dir():
-        raise InputError(f"{argument} {folder}: not a folder")
+    check_folder(folder, argument)
     files = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*")
                    if path.suffix.lower() in IMAGE_SUFFIXES and path.is_file())
     if not files:
         raise InputError(f"{argument} {folder}: holds no JPEG or PNG image ({', '.join(IMAGE_SUFFIXES)}, "
                          "in any sub-folder)")
     return files
+
+
+def check_folder(folder, argument="--images"):
+    """Fails (`InputError`) when `folder` is missing or not a folder."""
+    if not Path(folder).exists():
+        raise InputError(f"{argument} {folder}: no such folder")
+    if not Path(folder).is_dir():
+        raise InputError(f"{argument} {folder}: not a folder")
 
 
 def read_captions(path):

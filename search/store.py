@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from common.errors import InputError
-from common.files import atomic_write, replace_directory, write_json_atomically
+from common.files import atomic_write, check_output_folder, replace_directory, write_json_atomically
 
 FORMAT = "zoo-search-index/1"
 SHARD_ITEMS = 4096  # encodings per shard (16 MB of 1024-d float32)
@@ -50,11 +50,7 @@ def check_out(out, argument="--out"):
     out = Path(out)
     if not out.parent.is_dir():
         raise InputError(f"{argument} {out}: the folder {out.parent} does not exist")
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{argument} {out}: exists and is not an index (a file)")
-    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
-        raise InputError(f"{argument} {out}: exists and is not an index (a folder without {MANIFEST}); "
-                         "choose a new name")
+    check_output_folder(out, argument, MANIFEST, "an index")
     staging = staging_dir(out)
     if staging.exists() and not (staging / MANIFEST).is_file():
         raise InputError(f"{argument} {out}: {staging} exists and is not an unfinished index; move it away")

@@ -33,6 +33,20 @@ EMBEDDED_GLOVE = REPO / "data" / "glove_6b_50d" / "glove.6B.50d.flickr8k.txt"
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+def run_timing_imports(argv):
+    """Runs `python -X importtime ARGV` in the repository; returns (exit
+    status, its stderr lines other than import times, the modules it
+    imported), to tell whether a command loaded TensorFlow."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-X", "importtime", *map(str, argv)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    lines = done.stderr.splitlines()
+    imported = {line.rsplit("|", 1)[1].strip() for line in lines if line.startswith("import time:")}
+    return done.returncode, [line for line in lines if not line.startswith("import time:")], imported
+
+
 def evaluated_metrics(path):
     """The metrics `python evaluate.py ... --json PATH` wrote: the one
     report of its record (tools/records.py)."""

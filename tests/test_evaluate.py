@@ -9,7 +9,19 @@ import numpy as np
 import pytest
 
 import evaluate
-from tests.helpers import EMBEDDED_DATA, evaluated_metrics
+from tests.helpers import EMBEDDED_DATA, evaluated_metrics, run_timing_imports
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["--model-dir", "{tmp}/nowhere"], "error: --model-dir: {tmp}/nowhere holds no training run (no config.json)"),
+    (["--saved-model", "{tmp}"], "error: {tmp}: not a readable SavedModel (no saved_model.pb in that folder)"),
+    (["--model-dir", "{tmp}", "--data", "{tmp}/nowhere"], "error: --data {tmp}/nowhere: no such folder"),
+], ids=["model-dir", "saved-model", "data"])
+def test_a_missing_model_or_folder_is_refused_before_tensorflow_loads(argv, error, tmp_path):
+    (tmp_path / "config.json").write_text("{}")  # a run, as far as can be told without reading it
+    status, messages, imported = run_timing_imports(["evaluate.py", *[arg.format(tmp=tmp_path) for arg in argv]])
+    assert status == 2 and messages == [error.format(tmp=tmp_path)]
+    assert "common.errors" in imported and "tensorflow" not in imported
 
 
 @pytest.mark.parametrize("value, message", [("0", "must be at least 1; got 0"), ("x", "expected an integer; got 'x'")])

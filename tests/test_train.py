@@ -2,18 +2,21 @@
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import train
+from common.errors import InputError
 from tests.conftest import TINY
-from tests.helpers import EMBEDDED_DATA, REPO
+from tests.helpers import EMBEDDED_DATA, REPO, run_timing_imports
 
 
 def test_training_writes_config_vocab_checkpoints_logs_results_and_export(trained):
@@ -176,6 +179,65 @@ def test_bad_arguments_give_one_line_errors(argv, message, capsys, tmp_path):
     assert not (tmp_path / "run").exists()  # refused before anything is written
 
 
+@pytest.mark.parametrize("argv, error", [
+    (["--model", "nosuch"], "error: --model 'nosuch': unknown model; known models: ensemble, fv-gmm, "),
+    (["--model", "gru", "--set", "epochs=2"], "error: --set 'epochs=2': unknown key; expected SECTION.KEY=VALUE "
+     "with SECTION one of model, train, data, runtime"),
+    (["--model-dir", "{tmp}/nowhere", "--resume"], "error: --resume: {tmp}/nowhere holds no training run (no config.json)"),
+    (["--model", "gru", "--data", "{tmp}/nowhere"], "error: --data {tmp}/nowhere: no such folder"),
+    (["--model", "gru", "--strategy", "nosuch"], "error: --strategy 'nosuch': choose one of auto, default, mirrored, "
+     "multiworker"),
+], ids=["model", "set", "resume", "data", "strategy"])
+def test_a_typo_is_refused_before_tensorflow_loads(argv, error, tmp_path):
+    # The modules the command imported: not TensorFlow, which takes seconds to load.
+    status, messages, imported = run_timing_imports(["train.py", *[arg.format(tmp=tmp_path) for arg in argv]])
+    assert status == 2 and len(messages) == 1 and messages[0].startswith(error.format(tmp=tmp_path))
+    assert "common.errors" in imported and "tensorflow" not in imported and "keras" not in imported
+
+
+def test_training_into_a_folder_of_photos_is_refused_and_leaves_it_as_it_was(tmp_path, capsys):
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    (photos / "beach.jpg").write_bytes(b"\xff\xd8 a beach")
+    before = sorted(photos.iterdir())
+    assert train.main(["--model", "gru", "--preset", "quick", "--model-dir", str(photos), *TINY]) == 2
+    assert capsys.readouterr().err == (f"error: --model-dir {photos}: exists and is not a training run (a folder "
+                                       "without config.json); choose a new name\n")
+    assert sorted(photos.iterdir()) == before and (photos / "beach.jpg").read_bytes() == b"\xff\xd8 a beach"
+
+
+def test_the_paper_presets_advice_starts_a_quick_run_as_written(tmp_path, monkeypatch, capsys):
+    # The preset trap: `python train.py --model gru` (the paper preset, into runs/gru-paper) advises the quick
+    # preset's command; after Ctrl-C that command, run as written, starts a quick run (here stopped once its
+    # model directory is accepted), and so does the advice once runs/gru-quick holds a quick run too.
+    from engine import training
+    from models import registry
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(training.tf.config, "list_physical_devices", lambda kind=None: [])  # a machine without a GPU
+    paper = registry.get("gru").experiment("paper")
+    (tmp_path / "runs" / "gru-paper").mkdir(parents=True)
+    (tmp_path / "runs" / "gru-paper" / "config.json").write_text(paper.to_json())
+    started = []
+
+    def stop_before_the_data(trainer):
+        started.append((trainer.model_dir, trainer.config.preset))
+        raise InputError("stopped before the data")
+
+    monkeypatch.setattr(training.Trainer, "_load_data", stop_before_the_data)
+    for model_dir in ("runs/gru-quick", "runs/gru-quick-2"):
+        advice = training.Trainer(paper, "runs/gru-paper")._quick_preset_advice()
+        prefix = "the paper's settings are for a GPU; the 'quick' preset is sized for a CPU: "
+        assert advice.startswith(prefix)
+        command = shlex.split(advice.removeprefix(prefix))
+        assert command[:2] == ["python", "train.py"]
+        assert train.main(command[2:]) == 2
+        assert capsys.readouterr().err == "error: stopped before the data\n"
+        assert started.pop() == (Path(model_dir), "quick")
+        (tmp_path / model_dir).mkdir()
+        (tmp_path / model_dir / "config.json").write_text(registry.get("gru").experiment("quick").to_json())
+
+
 @pytest.mark.parametrize("caption, message", [
     (" ".join(["word"] * 600), "caption 17 has 600 tokens (treebank tokenizer); a caption needs 1 to 512"),
     ("\u2028", "line 17 is an empty caption"),
@@ -304,7 +366,7 @@ def test_output_paths_are_checked_before_any_work(trained, tmp_path, capsys):
     a_file = tmp_path / "a_file"
     a_file.write_text("mine")
     assert train.main(["--model", "gru", "--model-dir", str(a_file), *TINY]) == 2
-    assert capsys.readouterr().err.strip() == f"error: --model-dir {a_file}: exists and is not a directory"
+    assert capsys.readouterr().err.strip() == f"error: --model-dir {a_file}: exists and is not a training run (a file)"
     assert a_file.read_text() == "mine"
     assert evaluate.main(["--model-dir", str(trained), "--json", str(tmp_path / "missing" / "m.json")]) == 2
     assert capsys.readouterr().err.strip() == (

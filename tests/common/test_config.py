@@ -3,7 +3,7 @@ import typing
 
 import pytest
 
-from common.config import ExperimentConfig, RuntimeConfig, experiment_from_json, valid_values
+from common.config import ExperimentConfig, RuntimeConfig, check_override, experiment_from_json, valid_values
 from common.errors import InputError
 from common.files import write_json_atomically
 from models import registry
@@ -23,6 +23,20 @@ def test_paper_preset_holds_the_papers_values():
     assert (config.model.word_dim, config.model.embed_dim, config.model.margin, config.model.hinge) == (300, 1024, 0.2, "max")
     assert (config.train.optimizer, config.train.learning_rate, config.train.batch_size) == ("adam", 2e-4, 128)
     assert (config.train.grad_clip_norm, config.train.epochs, config.train.lr_decay_epochs) == (2.0, 30, (15,))
+
+
+@pytest.mark.parametrize("override", ["epochs=2", "train.epochs", "train=2", "train.=2", "trian.epochs=2", ".x=1"])
+def test_an_override_not_of_the_form_section_key_value_is_refused_without_the_model(override):
+    # Checked before any model (nor TensorFlow) is loaded; whether the key exists is for apply_overrides.
+    with pytest.raises(InputError) as error:
+        check_override(override)
+    assert str(error.value) == (f"--set {override!r}: unknown key; expected SECTION.KEY=VALUE with SECTION one of "
+                                "model, train, data, runtime")
+
+
+def test_an_override_splits_at_its_first_dot_and_equals_sign():
+    assert check_override("model.word_vectors=a=b.txt") == ("model", "word_vectors", "a=b.txt")
+    assert check_override("model.nosuchkey=1") == ("model", "nosuchkey", "1")
 
 
 @pytest.mark.parametrize("override, message", [

@@ -64,8 +64,9 @@ def test_pairwise_model_skips_the_projector(trained_mcnn_st, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("make, extra, message", [
-    (lambda p: p.write_text("x"), [], "is a file"),
-    (lambda p: (p.mkdir(), (p / "other.txt").write_text("x")), [], "non-empty directory without a projector"),
+    (lambda p: p.write_text("x"), [], "exists and is not a projector (a file)"),
+    (lambda p: (p.mkdir(), (p / "other.txt").write_text("x")), [],
+     "exists and is not a projector (a folder without projector_config.pbtxt); choose a new name"),
     (lambda p: None, ["--images", "/nonexistent"], "not a directory"),
 ])
 def test_bad_projector_arguments_fail_before_any_work(trained, tmp_path, capsys, make, extra, message):

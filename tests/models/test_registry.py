@@ -1,10 +1,51 @@
-"""`models.registry.ModelSpec.experiment`: the kinds of image features a
-model reads (`train.py --image-features`)."""
+"""`models.registry`: which module registers which model (looked up
+without importing the families), and `ModelSpec.experiment`: the kinds
+of image features a model reads (`train.py --image-features`)."""
+
+import json
+import subprocess
+import sys
 
 import pytest
 
 from common.errors import InputError
 from models import registry
+from tests.helpers import REPO
+
+RECORD_REGISTRATIONS = """
+import json, sys
+from models import registry
+loaded = "tensorflow" in sys.modules
+registrations = {}
+register = registry.register
+
+def recording(spec):
+    registrations.setdefault(sys._getframe(1).f_globals["__name__"], []).append(spec.name)
+    return register(spec)
+
+registry.register = recording
+for module in registry.FAMILIES:
+    __import__(module)
+print(json.dumps({"tensorflow before the families": loaded, "registrations": registrations}))
+"""
+
+
+def test_each_family_module_registers_the_names_the_registry_looks_up_without_it():
+    # `registry.FAMILIES` lets a name be checked, and its family found, without importing any family (nor
+    # TensorFlow); the families' own registrations, recorded in a fresh process, must be what it says.
+    done = subprocess.run([sys.executable, "-c", RECORD_REGISTRATIONS], cwd=REPO, capture_output=True, text=True,
+                          timeout=600, check=True)
+    recorded = json.loads(done.stdout.splitlines()[-1])
+    assert recorded["tensorflow before the families"] is False
+    assert {module: sorted(names) for module, names in recorded["registrations"].items()} == {
+        module: sorted(names) for module, names in registry.FAMILIES.items()}
+
+
+def test_an_unknown_name_is_refused_naming_the_known_ones():
+    with pytest.raises(InputError) as error:
+        registry.check_name("gru ", "--model")
+    assert str(error.value).startswith("--model 'gru ': unknown model; known models: ensemble, fv-gmm, fv-gmm-hglmm, ")
+    registry.check_name("fv-gmm-hglmm")
 
 FNE_PIPELINES = ("sh", "mh", "soe", "moe", "ph", "poe")
 

@@ -16,6 +16,7 @@ import tensorflow as tf
 from search import build, store
 from search.__main__ import main
 from search.index import Index
+from tests.helpers import run_timing_imports
 from tests.search.hand_exports import good_images
 
 
@@ -275,3 +276,20 @@ def test_a_saved_model_that_is_not_one(photos, tmp_path, capsys):
     status, _, err = run(capsys, "index", "--saved-model", tmp_path / "nowhere", "--images", photos, "--out",
                          tmp_path / "i")
     assert status == 2 and error_line(err).startswith(f"error: {tmp_path / 'nowhere'}: not a readable SavedModel (")
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["query", "{tmp}/nowhere", "a dog"], "error: {tmp}/nowhere: no such index (not a folder)"),
+    (["index", "--saved-model", "{tmp}", "--images", "{tmp}", "--out", "{tmp}/i"],
+     "error: {tmp}: not a readable SavedModel (no saved_model.pb in that folder)"),
+    (["index", "--saved-model", "{tmp}/model", "--images", "{tmp}/nowhere", "--out", "{tmp}/i"],
+     "error: --images {tmp}/nowhere: no such folder"),
+    (["index", "--saved-model", "{tmp}/model", "--captions", "{tmp}/nowhere.txt", "--out", "{tmp}/i"],
+     "error: {tmp}/nowhere.txt: file not found"),
+], ids=["index", "saved-model", "images", "captions"])
+def test_a_mistyped_path_is_refused_before_tensorflow_loads(argv, error, tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "saved_model.pb").write_bytes(b"")  # a SavedModel, as far as can be told without reading it
+    status, messages, imported = run_timing_imports(["-m", "search", *[arg.format(tmp=tmp_path) for arg in argv]])
+    assert status == 2 and messages == [error.format(tmp=tmp_path)]
+    assert "common.errors" in imported and "tensorflow" not in imported
