@@ -41,7 +41,6 @@ usable by `--resume`.
 import dataclasses
 import json
 import logging
-import statistics
 import time
 from pathlib import Path
 
@@ -52,9 +51,10 @@ import tensorflow as tf
 from common import diagnostics, machine, progress
 from common.errors import InputError, error_reason
 from common.files import write_json_atomically
+from common.wording import counted
 from data import pipeline, provenance, splits, word_vectors
 from data.vocabulary import Vocabulary
-from engine import evaluation, model_dirs, runtime
+from engine import evaluation, runtime
 from engine.export import export_saved_model
 from engine.scoring import CheckpointScorer
 from engine.time_spent import TimeSpent
@@ -111,6 +111,11 @@ class Trainer:
             # the model.
             vocabulary = self.spec.vocabulary(cfg.model, train_split.captions, vectors)
             log.info("vocabulary: %s", _vocabulary_origin(vocabulary, len(train_split.captions)))
+        # Only once every input has been read and checked.
+        if self.is_chief:
+            self.model_dir.mkdir(parents=True, exist_ok=True)
+            if not self.resume:
+                vocabulary.save(self.model_dir / "vocab.json")
         keras.utils.set_random_seed(cfg.train.seed)
         replicas = self.strategy.num_replicas_in_sync
         if cfg.train.batch_size % replicas:
@@ -138,13 +143,8 @@ class Trainer:
             if vectors is not None:
                 log.info("%s: %s", cfg.model.word_vectors, model.set_word_vectors(vectors, cfg.train.seed))
                 vectors = None  # the model keeps what it needs (a word vector file can be gigabytes)
-        # Only once every input has been read and checked and the model is
-        # built; config.json last, as it marks the folder as a run (`engine.model_dirs`).
-        if self.is_chief:
-            self.model_dir.mkdir(parents=True, exist_ok=True)
-            if not self.resume:
-                vocabulary.save(self.model_dir / "vocab.json")
-            write_json_atomically(self.model_dir / model_dirs.CONFIG_FILE, cfg.to_json() + "\n")
+            if self.is_chief:
+                write_json_atomically(self.model_dir / "config.json", cfg.to_json() + "\n")
 
         writers = _summary_writers(self.model_dir / "logs", self.is_chief)
         loop = _Loop(cfg, self.strategy, model, optimizer, state, last, best, dev_split, writers,
@@ -197,25 +197,21 @@ class Trainer:
         else:
             phases = f"{model.num_phases} phases of " if model.num_phases > 1 else ""
             total = model.num_phases * cfg.train.epochs * steps_per_epoch
-            work = (f"{phases}{cfg.train.epochs} epochs × {steps_per_epoch:,} steps of {cfg.train.batch_size} pairs "
-                    f"({total:,} steps at most)")
+            work = (f"{phases}{counted(cfg.train.epochs, 'epoch')} × {counted(steps_per_epoch, 'step', spec=',')} "
+                    f"of {counted(cfg.train.batch_size, 'pair')} ({counted(total, 'step', spec=',')} at most)")
         gpus = len(tf.config.list_physical_devices("GPU"))
-        device = f"{gpus} GPU{'s' if gpus > 1 else ''}" if gpus else f"CPU ({machine.cores()} cores)"
+        device = f"{gpus} GPU{'s' if gpus > 1 else ''}" if gpus else f"CPU ({counted(machine.cores(), 'core')})"
         precision = "float32" if cfg.runtime.mixed_precision == "none" else cfg.runtime.mixed_precision
         return (f"{cfg.model_name}, preset {cfg.preset}: {work}, on {cfg.data.path}; "
                 f"{device}, {precision}, strategy {cfg.runtime.strategy}; into {self.model_dir}")
 
     def _quick_preset_advice(self):
         """What to say when the paper preset would take over an hour on a
-        machine without a GPU (None otherwise): the quick preset's command,
-        which works as written (a free model directory, this run's kept)."""
+        machine without a GPU (None otherwise)."""
         if self.config.preset != "paper" or "quick" not in self.spec.presets or tf.config.list_physical_devices("GPU"):
             return None
-        command = f"python train.py --model {self.config.model_name} --preset quick"
-        default = model_dirs.default(self.config.model_name, "quick")
-        free = model_dirs.free(default)
         return (f"the paper's settings are for a GPU; the 'quick' preset is sized for a CPU: "
-                f"{command}{'' if free == default else f' --model-dir {free}'}")
+                f"python train.py --model {self.config.model_name} --preset quick")
 
     def _what_is_kept(self, last):
         """What an interrupted run leaves, and how to go on from it."""
@@ -228,10 +224,15 @@ class Trainer:
         if not self.is_chief:
             # Other workers follow the chief, which writes config.json.
             return
-        if self.resume:
-            model_dirs.check_run(self.model_dir, "--resume")
-        else:
-            model_dirs.check_new(self.model_dir, self.config)
+        if self.model_dir.exists() and not self.model_dir.is_dir():
+            raise InputError(f"--model-dir {self.model_dir}: exists and is not a directory")
+        has_run = (self.model_dir / "config.json").exists()
+        if self.resume and not has_run:
+            raise InputError(f"--resume: {self.model_dir} holds no training run to resume")
+        if not self.resume and has_run:
+            raise InputError(
+                f"--model-dir {self.model_dir} already holds a training run; pass --resume to continue it or choose another directory"
+            )
 
     def _private_dir(self, name):
         # Non-chief workers of a multi-worker run must write their (identical)
@@ -526,56 +527,41 @@ class _Loop:
 
 
 class _Clock:
-    """The pace of a run, from the steps this process timed.
+    """The pace of a run: seconds a step from the steps this process timed,
+    validations and checkpoints included once some happened (the first
+    step, which traces the train step, is not timed).
 
-    A process's first `WARMUP_STEPS` steps are not timed: the first traces
-    the train step, the next ones retrace it for new batch shapes and warm
-    its caches, and each can take many times a steady step. After
-    `ESTIMATE_STEPS` more, it logs once what the whole run will take at
-    their median pace (a median, so a late retrace among them does not
-    move it), and `advice` (the quick preset's command) when that is over
-    an hour. `left` then goes on at the mean pace since the warm-up,
-    validations and checkpoints included once some happened.
+    After `ESTIMATE_STEPS` timed steps it logs, once, what the whole run
+    will take at that pace, and `advice` (the quick preset's command)
+    when that is over an hour.
 
     Args:
       total_steps: the run's steps at most (every phase's every epoch).
       advice: what to say when the run would take over an hour, or None.
     """
 
-    WARMUP_STEPS = 10
-    ESTIMATE_STEPS = 20
+    ESTIMATE_STEPS = 5
 
     def __init__(self, total_steps, advice=None):
         self.total_steps = total_steps
-        self.advice = advice
-        self.ticks = 0  # the steps this process has done
-        self.previous = None  # the time of the last tick
-        self.steady = None  # (step, time) at the end of the warm-up
-        self.durations = []  # the timed steps' seconds, until the estimate
+        self.first = None  # (step, time) at the end of this process's first step
         self.seconds_per_step = None
+        self.advice = advice
+        self.estimated = False
 
     def tick(self, step):
         now = time.monotonic()
-        self.ticks += 1
-        previous, self.previous = self.previous, now
-        if self.ticks <= self.WARMUP_STEPS:
-            if self.ticks == self.WARMUP_STEPS:
-                self.steady = (step, now)
+        if self.first is None:
+            self.first = (step, now)
             return
-        self.seconds_per_step = (now - self.steady[1]) / (step - self.steady[0])
-        if len(self.durations) < self.ESTIMATE_STEPS:
-            self.durations.append(now - previous)
-            if len(self.durations) == self.ESTIMATE_STEPS:
-                self._estimate(step)
-
-    def _estimate(self, step):
-        pace = statistics.median(self.durations)
-        total = pace * (self.total_steps - step)
-        log.info("estimate: %.3g s a step here (the median of %d steps after %d of warm-up), about %s for the "
-                 "run's %s steps left (validation not yet included)", pace, self.ESTIMATE_STEPS, self.WARMUP_STEPS,
-                 _duration(total), f"{self.total_steps - step:,}")
-        if self.advice and total > 3600:
-            log.info("%s", self.advice)
+        self.seconds_per_step = (now - self.first[1]) / (step - self.first[0])
+        if not self.estimated and step - self.first[0] >= self.ESTIMATE_STEPS:
+            self.estimated = True
+            total = self.seconds_per_step * (self.total_steps - step)
+            log.info("estimate: %.3g s a step here, about %s for the run's %s steps left (validation not yet included)",
+                     self.seconds_per_step, _duration(total), f"{self.total_steps - step:,}")
+            if self.advice and total > 3600:
+                log.info("%s", self.advice)
 
     def left(self, step):
         """The run's remaining wall time at the current pace, as text

@@ -69,6 +69,7 @@ import tensorflow as tf
 from common import metrics, progress
 from common.config import TrainConfig, setting
 from common.errors import InputError
+from common.wording import counted
 from data import splits
 from data.vocabulary import PAD, UNK, Vocabulary
 from models import registry
@@ -141,7 +142,7 @@ def member_experiments(config):
             raise InputError(f"{directory}/config.json: no image_dim; is this a run written by train.py?")
         experiments.append(experiment)
     if config.weights and len(config.weights) != len(experiments):
-        raise InputError(f"model.weights: {len(config.weights)} weights for {len(experiments)} members")
+        raise InputError(f"model.weights: {counted(len(config.weights), 'weight')} for {counted(len(experiments), 'member')}")
     if config.weights and not sum(config.weights) > 0:
         raise InputError(f"model.weights: at least one weight must be positive; got {list(config.weights)}")
     return experiments

@@ -78,6 +78,7 @@ from keras import layers as keras_layers
 from keras import ops
 
 from common.config import TrainConfig, setting
+from common.wording import counted
 from data.embedded import EMBEDDED_GLOVE_50D
 from data.tokenizer import tokenize_strings
 from data.vocabulary import Vocabulary
@@ -199,7 +200,7 @@ class W2VVModel(RetrievalModel):
         self.config = config
         n_words = num_training_words(vocabulary, config.vocab_min_count)
         if n_words == 0:
-            raise ValueError(f"no training word is seen {config.vocab_min_count} times")
+            raise ValueError(f"no training word is seen {counted(config.vocab_min_count, 'time')}")
         self.vectorizer = TextVectorizer(vocabulary.tokens, tokenizer=config.tokenizer)
         self.scales = [scale for scale in SCALES if scale in config.scales]
         if "bow" in self.scales:

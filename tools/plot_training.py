@@ -21,12 +21,14 @@ is read. The plotted numbers are printed as JSON lines
 
 import argparse
 import json
+import logging
 import math
 import sys
 from pathlib import Path
 
 from common.errors import InputError, run_command
 from common.files import check_output_file
+from common.wording import counted
 
 DEFAULT_PANELS = ("loss", "grad_norm_max", "dev:rsum")
 
@@ -72,7 +74,15 @@ def read_scalars(model_dir, run):
     if not logs.is_dir():
         raise InputError(f"{logs}: no TensorBoard logs (is {model_dir} a model directory written by train.py?)")
     accumulator = EventAccumulator(str(logs), size_guidance={"tensors": 0})
-    accumulator.Reload()
+    # TensorBoard logs "No path found after ..." at the end of every event
+    # file, at INFO: the commands' log level.
+    tensorboard_logger = logging.getLogger("tensorboard")
+    level = tensorboard_logger.level
+    tensorboard_logger.setLevel(logging.WARNING)
+    try:
+        accumulator.Reload()
+    finally:
+        tensorboard_logger.setLevel(level)
     scalars = {}
     for tag in accumulator.Tags()["tensors"]:
         events = [(e.step, tf.make_ndarray(e.tensor_proto)) for e in accumulator.Tensors(tag)]
@@ -143,7 +153,7 @@ def _run(args):
     figure_format(args.out, "--out")
     labels = args.label or [Path(run).name for run in args.runs]
     if len(labels) != len(args.runs):
-        raise InputError(f"--label given {len(labels)} times for {len(args.runs)} runs")
+        raise InputError(f"--label given {counted(len(labels), 'time')} for {counted(len(args.runs), 'run')}")
     for series in plot(args.runs, labels, args.panel or list(DEFAULT_PANELS), args.out, args.title):
         print(json.dumps(series))
     print(f"wrote {args.out}", file=sys.stderr)

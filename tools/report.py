@@ -89,6 +89,7 @@ from pathlib import Path
 
 from common.errors import InputError, run_command
 from common.files import atomic_write, check_output_file, read_text
+from common.wording import counted
 from tools.plot_training import figure_format, read_scalars
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
@@ -1037,7 +1038,7 @@ def _record_sentence(file, record):
     """When and where a record was made, one line (its file alone when it
     recorded neither)."""
     facts = [record["date"][:16].replace("T", " ") + " UTC" if record["date"] else None,
-             f"{_cores(record['cores'])} cores" if record["cores"] is not None else None,
+             counted(record["cores"], "core", spec="g") if record["cores"] is not None else None,
              record["cpu"],
              f"load {_load(record['load_average'])}" if record["load_average"] else None]
     facts = [fact for fact in facts if fact]
@@ -1102,7 +1103,7 @@ def suite_sentence(record):
     cores = record["cores"]
     versions = f"Python {record['python']}" + (f", TensorFlow {record['tensorflow']}" if record["tensorflow"] else "")
     return (f"`{record['command']}`: {outcome} in {_duration(record['wall_seconds'])} wall "
-            f"({_duration(record['cpu_seconds'])} CPU) on {_cores(cores)} core{'' if cores == 1 else 's'}, "
+            f"({_duration(record['cpu_seconds'])} CPU) on {counted(cores, 'core', spec='g')}, "
             f"load {_load(record['load_average'])}, {record['date'][:10]} ({versions}).")
 
 

@@ -24,6 +24,9 @@ only when there are fewer than `--queries`), caption queries among the
 captions whose own image was found first. A folder holding none of the
 split's images is an error (the wrong folder). Without `--images`, image
 file names stand in for the pictures.
+
+The command ends with one line: the page written, and how many queries of
+each kind found a match in their top k (`--json`: as a JSON object).
 """
 
 import argparse
@@ -53,6 +56,9 @@ def parse_args(argv):
     parser.add_argument("--seed", type=count_or_zero, default=0,
                         help="picks the queries (>= 0), among those with a picture first when --images is given")
     parser.add_argument("--out", required=True, help="HTML file to write")
+    parser.add_argument("--json", action="store_true",
+                        help="print the summary as one JSON object (the page, the queries of each kind and how many "
+                        "of them found a match) instead of a sentence")
     return parser.parse_args(argv)
 
 
@@ -198,12 +204,21 @@ def _run(args):
     caption_queries = choose_queries(rng, has_picture[split.caption_image], args.queries)
     i2t, t2i = retrieve(scorer, split, image_queries, caption_queries, min(args.k, len(split.captions)))
     write_page(out, split, image_queries, caption_queries, i2t, t2i, title, args.images)
-    print(json.dumps({"page": str(out), "image_queries": len(image_queries), "caption_queries": len(caption_queries),
-                      "image_queries_with_a_match": sum(any(split.caption_image[c] == q for c, _ in r)
-                                                        for q, r in zip(image_queries, i2t)),
-                      "caption_queries_with_a_match": sum(any(i == split.caption_image[q] for i, _ in r)
-                                                          for q, r in zip(caption_queries, t2i))}))
+    summary = {"page": str(out), "image_queries": len(image_queries), "caption_queries": len(caption_queries),
+               "image_queries_with_a_match": sum(any(split.caption_image[c] == q for c, _ in r)
+                                                 for q, r in zip(image_queries, i2t)),
+               "caption_queries_with_a_match": sum(any(i == split.caption_image[q] for i, _ in r)
+                                                   for q, r in zip(caption_queries, t2i))}
+    print(json.dumps(summary) if args.json else summary_sentence(summary, min(args.k, len(split.captions))))
     return 0
+
+
+def summary_sentence(summary, k):
+    """The summary as one line: the page, and how many queries of each
+    kind found a match (their own caption or image) in their top k."""
+    return (f"wrote {summary['page']}: {summary['image_queries_with_a_match']} of {summary['image_queries']} image "
+            f"queries have one of their captions in their top {k}, {summary['caption_queries_with_a_match']} of "
+            f"{summary['caption_queries']} caption queries their image")
 
 
 if __name__ == "__main__":

@@ -266,7 +266,8 @@ def test_the_run_states_its_plan_before_training(scripted_run):
     # 160 images × 5 captions = 800 pairs, 25 batches of 32; sum-max has two phases of 2 epochs each.
     [plan] = [message for message in scripted_run[2] if message.startswith("plan: ")]
     assert plan.startswith("plan: gru, preset quick: 2 phases of 2 epochs × 25 steps of 32 pairs (100 steps at most), on ")
-    assert plan.endswith(f"; CPU ({len(os.sched_getaffinity(0))} cores), float32, strategy default; into {scripted_run[1]}")
+    cores = len(os.sched_getaffinity(0))
+    assert plan.endswith(f"; CPU ({cores} core{'s' * (cores != 1)}), float32, strategy default; into {scripted_run[1]}")
 
 
 class FakeClock:
@@ -275,46 +276,36 @@ class FakeClock:
         monkeypatch.setattr(training.time, "monotonic", lambda: self.now)
 
 
-def _ticks(clock, fake, seconds, first_step):
-    """Ticks `clock` once a step for steps taking `seconds` (a list) in turn."""
-    for step, duration in enumerate(seconds, start=first_step):
-        fake.now += duration
-        clock.tick(step)
-
-
-def test_the_estimate_skips_the_warm_up_and_takes_the_median_step(monkeypatch, caplog):
+def test_the_clock_estimates_the_run_from_timed_steps_and_suggests_quick_past_an_hour(monkeypatch, caplog):
     caplog.set_level(logging.INFO, logger="train")
     fake = FakeClock(monkeypatch)
-    # A resumed process (from step 500): 10 warm-up steps of a minute each (tracing, retracing), then 20
-    # steps of 4 s, one of which retraces for 90 s.
-    clock = training._Clock(total_steps=1530, advice="use the quick preset")
-    _ticks(clock, fake, [60.0] * 10, first_step=501)
-    assert clock.left(510) is None and not caplog.records
-    _ticks(clock, fake, [4.0] * 7 + [90.0] + [4.0] * 11, first_step=511)
-    assert not caplog.records  # 19 timed steps: no estimate yet
-    _ticks(clock, fake, [4.0], first_step=530)
-    # The median step, 4 s, for the 1,000 steps left: 4,000 s, over an hour.
+    clock = training._Clock(total_steps=1006, advice="use the quick preset")
+    clock.tick(1)  # the first step (tracing) is not timed
+    assert clock.left(1) is None
+    for step in range(2, 7):
+        fake.now += 4.0
+        clock.tick(step)
+    # 4 s a step, 1000 steps left: 4000 s.
+    assert clock.left(6) == "67 min"
     assert [r.getMessage() for r in caplog.records] == [
-        "estimate: 4 s a step here (the median of 20 steps after 10 of warm-up), about 67 min for the run's "
-        "1,000 steps left (validation not yet included)",
+        "estimate: 4 s a step here, about 67 min for the run's 1,000 steps left (validation not yet included)",
         "use the quick preset"]
-    # What is left goes on at the mean pace since the warm-up: (19 × 4 + 90) / 20 = 8.3 s a step.
-    assert clock.left(530) == "2.3 h" and clock.left(1530) == "0 s"
-    # A validation of 36 s before step 531: (166 + 4 + 36) / 21 = 9.8 s a step, for 999 steps.
-    fake.now += 36.0
-    _ticks(clock, fake, [4.0], first_step=531)
-    assert clock.left(531) == "2.7 h"
+    # A validation of 36 s between steps 6 and 7 slows the pace: (20 + 4 + 36) / 6 = 10 s a step.
+    fake.now += 40.0
+    clock.tick(7)
+    assert clock.left(7) == "2.8 h" and clock.left(1006) == "0 s"
     assert len(caplog.records) == 2  # estimated once
 
 
 def test_no_advice_for_a_run_under_an_hour(monkeypatch, caplog):
     caplog.set_level(logging.INFO, logger="train")
     fake = FakeClock(monkeypatch)
-    clock = training._Clock(total_steps=130, advice="use the quick preset")
-    _ticks(clock, fake, [30.0] * 30, first_step=1)
+    clock = training._Clock(total_steps=106, advice="use the quick preset")
+    for step in range(1, 7):
+        fake.now += 30.0
+        clock.tick(step)
     assert [r.getMessage() for r in caplog.records] == [
-        "estimate: 30 s a step here (the median of 20 steps after 10 of warm-up), about 50 min for the run's "
-        "100 steps left (validation not yet included)"]
+        "estimate: 30 s a step here, about 50 min for the run's 100 steps left (validation not yet included)"]
 
 
 @pytest.mark.parametrize("seconds, text", [(0, "0 s"), (89, "89 s"), (90, "2 min"), (5399, "90 min"), (5400, "1.5 h")])

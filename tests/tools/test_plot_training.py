@@ -2,6 +2,7 @@
 extension asks for; bad output names refused before any event file is read."""
 
 import json
+import logging
 import os
 import stat
 
@@ -47,6 +48,14 @@ def test_writes_the_format_of_the_extension(runs, tmp_path, capsys, fmt):
         (str(runs[0]), "grad_norm_max", [10, 20, 30], [6.0, 4.0, 3.0]),
         (str(runs[1]), "grad_norm_max", [10, 20], [8.0, 2.0]),
         (str(runs[0]), "dev:rsum", [10, 20], [100.0, 150.0]), (str(runs[1]), "dev:rsum", [10], [120.0])]
+
+
+def test_reading_the_logs_leaves_out_tensorboards_info_lines(runs, caplog):
+    # TensorBoard logs "No path found after <event file>" at INFO, the commands' log level.
+    caplog.set_level(logging.INFO)
+    assert plot_training.read_scalars(runs[0], "dev") == {"rsum": ([10, 20], [100.0, 150.0])}
+    assert [record.getMessage() for record in caplog.records if record.name.startswith("tensorboard")] == []
+    assert logging.getLogger("tensorboard").level == logging.NOTSET  # as it was
 
 
 def test_an_upper_case_extension_is_its_format(runs, tmp_path, capsys):
@@ -99,6 +108,11 @@ def test_refuses_an_unwritable_directory_before_reading_runs(tmp_path, capsys):
     out = os.path.join(directory, "figure.png")
     err = _run_error([str(tmp_path / "no-such-run"), "--out", out], capsys)
     assert f"--out {out}: the directory {directory} is not writable" in err
+
+
+def test_a_label_for_each_run(runs, tmp_path, capsys):
+    err = _run_error([str(runs[0]), str(runs[1]), "--label", "a", "--out", str(tmp_path / "figure.png")], capsys)
+    assert "--label given 1 time for 2 runs" in err
 
 
 def test_the_python_api_checks_the_name_first_too(tmp_path):

@@ -70,7 +70,7 @@ def test_page_shows_the_models_top_k_with_existing_images(trained, sample_data, 
     model = str(trained if source == "--model-dir" else trained / "saved_model")
     out = tmp_path / "page.html"
     argv = [source, model, "--data", str(sample_data), "--images", str(IMAGES), "--queries", "3", "--k", "4",
-            "--out", str(out)]
+            "--out", str(out), "--json"]
     assert show_retrievals.main(argv) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     page = parse(out)
@@ -101,11 +101,15 @@ def test_page_shows_the_models_top_k_with_existing_images(trained, sample_data, 
         assert (out.parent / src).is_file() and (IMAGES / src.split("/")[-1]).is_file()
 
 
-def test_without_images_the_page_names_them(trained, tmp_path):
+def test_without_images_the_page_names_them(trained, tmp_path, capsys):
     out = tmp_path / "page.html"
-    assert show_retrievals.main(["--model-dir", str(trained), "--queries", "2", "--out", str(out)]) == 0
+    assert show_retrievals.main(["--model-dir", str(trained), "--queries", "2", "--k", "3", "--out", str(out)]) == 0
     page = parse(out)
     assert page.sources == [] and len(page.queries) == 4 and not (tmp_path / "page_files").exists()
+    # Without --json, the summary is a sentence.
+    matches = [sum(match for _, match in results) > 0 for _, _, results in page.queries]
+    assert capsys.readouterr().out == (f"wrote {out}: {sum(matches[:2])} of 2 image queries have one of their captions "
+                                       f"in their top 3, {sum(matches[2:])} of 2 caption queries their image\n")
 
 
 @pytest.mark.parametrize("argv, message", [
