@@ -41,6 +41,7 @@ usable by `--resume`.
 import dataclasses
 import json
 import logging
+import statistics
 import time
 from pathlib import Path
 
@@ -54,7 +55,7 @@ from common.files import write_json_atomically
 from common.wording import counted
 from data import pipeline, provenance, splits, word_vectors
 from data.vocabulary import Vocabulary
-from engine import evaluation, runtime
+from engine import evaluation, model_dirs, runtime
 from engine.export import export_saved_model
 from engine.scoring import CheckpointScorer
 from engine.time_spent import TimeSpent
@@ -111,11 +112,6 @@ class Trainer:
             # the model.
             vocabulary = self.spec.vocabulary(cfg.model, train_split.captions, vectors)
             log.info("vocabulary: %s", _vocabulary_origin(vocabulary, len(train_split.captions)))
-        # Only once every input has been read and checked.
-        if self.is_chief:
-            self.model_dir.mkdir(parents=True, exist_ok=True)
-            if not self.resume:
-                vocabulary.save(self.model_dir / "vocab.json")
         keras.utils.set_random_seed(cfg.train.seed)
         replicas = self.strategy.num_replicas_in_sync
         if cfg.train.batch_size % replicas:
@@ -143,8 +139,13 @@ class Trainer:
             if vectors is not None:
                 log.info("%s: %s", cfg.model.word_vectors, model.set_word_vectors(vectors, cfg.train.seed))
                 vectors = None  # the model keeps what it needs (a word vector file can be gigabytes)
-            if self.is_chief:
-                write_json_atomically(self.model_dir / "config.json", cfg.to_json() + "\n")
+        # Only once every input has been read and checked and the model is
+        # built; config.json last, as it marks the folder as a run (`engine.model_dirs`).
+        if self.is_chief:
+            self.model_dir.mkdir(parents=True, exist_ok=True)
+            if not self.resume:
+                vocabulary.save(self.model_dir / "vocab.json")
+            write_json_atomically(self.model_dir / model_dirs.CONFIG_FILE, cfg.to_json() + "\n")
 
         writers = _summary_writers(self.model_dir / "logs", self.is_chief)
         loop = _Loop(cfg, self.strategy, model, optimizer, state, last, best, dev_split, writers,
@@ -154,7 +155,7 @@ class Trainer:
             train_data = pipeline.tokenize_split(train_split, model.vectorizer)
             steps_per_epoch = len(pipeline.epoch_order(train_data, cfg.train.sampling, cfg.train.batch_size,
                                                        cfg.train.seed, 0, cfg.train.bucket_by_length))
-            loop.clock = _Clock(model.num_phases * cfg.train.epochs * steps_per_epoch, self._quick_preset_advice())
+            loop.clock = _Clock(_epochs_at_most(model, cfg.train) * steps_per_epoch, self._quick_preset_advice())
         log.info("plan: %s", self._plan(model, train_split, steps_per_epoch))
         try:
             fit = loop.fit_split(train_split) if model.fits_without_gradients else loop.train(train_data)
@@ -196,7 +197,7 @@ class Trainer:
             work = f"fitted to {len(train_split.captions):,} training captions (no gradient steps)"
         else:
             phases = f"{model.num_phases} phases of " if model.num_phases > 1 else ""
-            total = model.num_phases * cfg.train.epochs * steps_per_epoch
+            total = _epochs_at_most(model, cfg.train) * steps_per_epoch
             work = (f"{phases}{counted(cfg.train.epochs, 'epoch')} × {counted(steps_per_epoch, 'step', spec=',')} "
                     f"of {counted(cfg.train.batch_size, 'pair')} ({counted(total, 'step', spec=',')} at most)")
         gpus = len(tf.config.list_physical_devices("GPU"))
@@ -207,11 +208,15 @@ class Trainer:
 
     def _quick_preset_advice(self):
         """What to say when the paper preset would take over an hour on a
-        machine without a GPU (None otherwise)."""
+        machine without a GPU (None otherwise): the quick preset's command,
+        which works as written (a free model directory, this run's kept)."""
         if self.config.preset != "paper" or "quick" not in self.spec.presets or tf.config.list_physical_devices("GPU"):
             return None
+        command = f"python train.py --model {self.config.model_name} --preset quick"
+        default = model_dirs.default(self.config.model_name, "quick")
+        free = model_dirs.free(default)
         return (f"the paper's settings are for a GPU; the 'quick' preset is sized for a CPU: "
-                f"python train.py --model {self.config.model_name} --preset quick")
+                f"{command}{'' if free == default else f' --model-dir {free}'}")
 
     def _what_is_kept(self, last):
         """What an interrupted run leaves, and how to go on from it."""
@@ -224,15 +229,10 @@ class Trainer:
         if not self.is_chief:
             # Other workers follow the chief, which writes config.json.
             return
-        if self.model_dir.exists() and not self.model_dir.is_dir():
-            raise InputError(f"--model-dir {self.model_dir}: exists and is not a directory")
-        has_run = (self.model_dir / "config.json").exists()
-        if self.resume and not has_run:
-            raise InputError(f"--resume: {self.model_dir} holds no training run to resume")
-        if not self.resume and has_run:
-            raise InputError(
-                f"--model-dir {self.model_dir} already holds a training run; pass --resume to continue it or choose another directory"
-            )
+        if self.resume:
+            model_dirs.check_run(self.model_dir, "--resume")
+        else:
+            model_dirs.check_new(self.model_dir, self.config)
 
     def _private_dir(self, name):
         # Non-chief workers of a multi-worker run must write their (identical)
@@ -269,6 +269,12 @@ class Trainer:
                 f"(train.sampling={tc.sampling})"
             )
         return train_split, dev_split, test_split
+
+
+def _epochs_at_most(model, train_config):
+    """The epochs of every phase of a run together, at most."""
+    epochs = model.num_phases * train_config.epochs
+    return min(epochs, train_config.epochs_in_all) if train_config.epochs_in_all else epochs
 
 
 def _summary_writers(logs, is_chief):
@@ -349,6 +355,8 @@ class _Loop:
             epoch = int(self.state.epoch)
             # The phase's last epoch, at most (early stopping may end it sooner).
             last_epoch = int(self.state.phase_start_epoch) + tc.epochs
+            if tc.epochs_in_all:
+                last_epoch = min(last_epoch, tc.epochs_in_all)
             self._set_learning_rate()
             batches = pipeline.epoch_order(
                 train_data, tc.sampling, tc.batch_size, tc.seed, epoch, tc.bucket_by_length
@@ -417,6 +425,8 @@ class _Loop:
         tc = self.cfg.train
         state = self.state
         if int(state.epoch) >= int(state.phase_start_epoch) + tc.epochs:
+            return True
+        if tc.epochs_in_all and int(state.epoch) >= tc.epochs_in_all:
             return True
         last = int(state.phase) == self.model.num_phases - 1
         return not last and tc.phase_patience > 0 and int(state.validations_since_best) >= tc.phase_patience
@@ -527,41 +537,56 @@ class _Loop:
 
 
 class _Clock:
-    """The pace of a run: seconds a step from the steps this process timed,
-    validations and checkpoints included once some happened (the first
-    step, which traces the train step, is not timed).
+    """The pace of a run, from the steps this process timed.
 
-    After `ESTIMATE_STEPS` timed steps it logs, once, what the whole run
-    will take at that pace, and `advice` (the quick preset's command)
-    when that is over an hour.
+    A process's first `WARMUP_STEPS` steps are not timed: the first traces
+    the train step, the next ones retrace it for new batch shapes and warm
+    its caches, and each can take many times a steady step. After
+    `ESTIMATE_STEPS` more, it logs once what the whole run will take at
+    their median pace (a median, so a late retrace among them does not
+    move it), and `advice` (the quick preset's command) when that is over
+    an hour. `left` then goes on at the mean pace since the warm-up,
+    validations and checkpoints included once some happened.
 
     Args:
       total_steps: the run's steps at most (every phase's every epoch).
       advice: what to say when the run would take over an hour, or None.
     """
 
-    ESTIMATE_STEPS = 5
+    WARMUP_STEPS = 10
+    ESTIMATE_STEPS = 20
 
     def __init__(self, total_steps, advice=None):
         self.total_steps = total_steps
-        self.first = None  # (step, time) at the end of this process's first step
-        self.seconds_per_step = None
         self.advice = advice
-        self.estimated = False
+        self.ticks = 0  # the steps this process has done
+        self.previous = None  # the time of the last tick
+        self.steady = None  # (step, time) at the end of the warm-up
+        self.durations = []  # the timed steps' seconds, until the estimate
+        self.seconds_per_step = None
 
     def tick(self, step):
         now = time.monotonic()
-        if self.first is None:
-            self.first = (step, now)
+        self.ticks += 1
+        previous, self.previous = self.previous, now
+        if self.ticks <= self.WARMUP_STEPS:
+            if self.ticks == self.WARMUP_STEPS:
+                self.steady = (step, now)
             return
-        self.seconds_per_step = (now - self.first[1]) / (step - self.first[0])
-        if not self.estimated and step - self.first[0] >= self.ESTIMATE_STEPS:
-            self.estimated = True
-            total = self.seconds_per_step * (self.total_steps - step)
-            log.info("estimate: %.3g s a step here, about %s for the run's %s steps left (validation not yet included)",
-                     self.seconds_per_step, _duration(total), f"{self.total_steps - step:,}")
-            if self.advice and total > 3600:
-                log.info("%s", self.advice)
+        self.seconds_per_step = (now - self.steady[1]) / (step - self.steady[0])
+        if len(self.durations) < self.ESTIMATE_STEPS:
+            self.durations.append(now - previous)
+            if len(self.durations) == self.ESTIMATE_STEPS:
+                self._estimate(step)
+
+    def _estimate(self, step):
+        pace = statistics.median(self.durations)
+        total = pace * (self.total_steps - step)
+        log.info("estimate: %.3g s a step here (the median of %d steps after %d of warm-up), about %s for the "
+                 "run's %s steps left (validation not yet included)", pace, self.ESTIMATE_STEPS, self.WARMUP_STEPS,
+                 _duration(total), f"{self.total_steps - step:,}")
+        if self.advice and total > 3600:
+            log.info("%s", self.advice)
 
     def left(self, step):
         """The run's remaining wall time at the current pace, as text

@@ -276,36 +276,46 @@ class FakeClock:
         monkeypatch.setattr(training.time, "monotonic", lambda: self.now)
 
 
-def test_the_clock_estimates_the_run_from_timed_steps_and_suggests_quick_past_an_hour(monkeypatch, caplog):
+def _ticks(clock, fake, seconds, first_step):
+    """Ticks `clock` once a step for steps taking `seconds` (a list) in turn."""
+    for step, duration in enumerate(seconds, start=first_step):
+        fake.now += duration
+        clock.tick(step)
+
+
+def test_the_estimate_skips_the_warm_up_and_takes_the_median_step(monkeypatch, caplog):
     caplog.set_level(logging.INFO, logger="train")
     fake = FakeClock(monkeypatch)
-    clock = training._Clock(total_steps=1006, advice="use the quick preset")
-    clock.tick(1)  # the first step (tracing) is not timed
-    assert clock.left(1) is None
-    for step in range(2, 7):
-        fake.now += 4.0
-        clock.tick(step)
-    # 4 s a step, 1000 steps left: 4000 s.
-    assert clock.left(6) == "67 min"
+    # A resumed process (from step 500): 10 warm-up steps of a minute each (tracing, retracing), then 20
+    # steps of 4 s, one of which retraces for 90 s.
+    clock = training._Clock(total_steps=1530, advice="use the quick preset")
+    _ticks(clock, fake, [60.0] * 10, first_step=501)
+    assert clock.left(510) is None and not caplog.records
+    _ticks(clock, fake, [4.0] * 7 + [90.0] + [4.0] * 11, first_step=511)
+    assert not caplog.records  # 19 timed steps: no estimate yet
+    _ticks(clock, fake, [4.0], first_step=530)
+    # The median step, 4 s, for the 1,000 steps left: 4,000 s, over an hour.
     assert [r.getMessage() for r in caplog.records] == [
-        "estimate: 4 s a step here, about 67 min for the run's 1,000 steps left (validation not yet included)",
+        "estimate: 4 s a step here (the median of 20 steps after 10 of warm-up), about 67 min for the run's "
+        "1,000 steps left (validation not yet included)",
         "use the quick preset"]
-    # A validation of 36 s between steps 6 and 7 slows the pace: (20 + 4 + 36) / 6 = 10 s a step.
-    fake.now += 40.0
-    clock.tick(7)
-    assert clock.left(7) == "2.8 h" and clock.left(1006) == "0 s"
+    # What is left goes on at the mean pace since the warm-up: (19 × 4 + 90) / 20 = 8.3 s a step.
+    assert clock.left(530) == "2.3 h" and clock.left(1530) == "0 s"
+    # A validation of 36 s before step 531: (166 + 4 + 36) / 21 = 9.8 s a step, for 999 steps.
+    fake.now += 36.0
+    _ticks(clock, fake, [4.0], first_step=531)
+    assert clock.left(531) == "2.7 h"
     assert len(caplog.records) == 2  # estimated once
 
 
 def test_no_advice_for_a_run_under_an_hour(monkeypatch, caplog):
     caplog.set_level(logging.INFO, logger="train")
     fake = FakeClock(monkeypatch)
-    clock = training._Clock(total_steps=106, advice="use the quick preset")
-    for step in range(1, 7):
-        fake.now += 30.0
-        clock.tick(step)
+    clock = training._Clock(total_steps=130, advice="use the quick preset")
+    _ticks(clock, fake, [30.0] * 30, first_step=1)
     assert [r.getMessage() for r in caplog.records] == [
-        "estimate: 30 s a step here, about 50 min for the run's 100 steps left (validation not yet included)"]
+        "estimate: 30 s a step here (the median of 20 steps after 10 of warm-up), about 50 min for the run's "
+        "100 steps left (validation not yet included)"]
 
 
 @pytest.mark.parametrize("seconds, text", [(0, "0 s"), (89, "89 s"), (90, "2 min"), (5399, "90 min"), (5400, "1.5 h")])
@@ -338,3 +348,20 @@ def test_resuming_on_features_made_otherwise_is_refused(trained, tmp_path, capsy
     err = capsys.readouterr().err
     assert err.startswith(f"error: {EMBEDDED_DATA / 'provenance.json'}: these features were made differently")
     assert str(run / "config.json") in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("epochs_in_all, epoch, over", [
+    (None, 199, False), (None, 200, False), (None, 236, False), (None, 237, True),
+    (200, 199, False), (200, 200, True),
+])
+def test_epochs_in_all_cap_the_phases_together(epochs_in_all, epoch, over):
+    # The last of two phases started at epoch 37: 200 epochs of its own end at 237; 200 in all, at 200.
+    import types
+
+    loop = types.SimpleNamespace(
+        cfg=types.SimpleNamespace(train=TrainConfig(epochs=200, phase_patience=10, epochs_in_all=epochs_in_all)),
+        state=types.SimpleNamespace(epoch=epoch, phase_start_epoch=37, phase=1, validations_since_best=0),
+        model=types.SimpleNamespace(num_phases=2),
+    )
+    assert training._Loop._phase_over(loop) is over
+    assert training._epochs_at_most(loop.model, loop.cfg.train) == (epochs_in_all or 400)
