@@ -104,6 +104,8 @@ class TrainConfig:
         with a fresh optimizer state.
       phase_learning_rates: the learning rate of each phase after the first
         (empty = `learning_rate` for all).
+      epochs_in_all: for a model trained in phases, the epochs of all its
+        phases together at most (None: `epochs` for each phase).
       sampling: "all_captions" (every caption once per epoch) or
         "one_caption_per_image" (each image once, with one random caption).
       bucket_by_length: group captions of similar length into batches.
@@ -130,6 +132,7 @@ class TrainConfig:
     selection_metric: str = setting("rsum", choices=SELECTION_METRICS)
     phase_patience: int = setting(0, minimum=0)
     phase_learning_rates: tuple[float, ...] = setting((), above=0)
+    epochs_in_all: int | None = setting(None, minimum=1)
     sampling: str = setting("all_captions", choices=("all_captions", "one_caption_per_image"))
     bucket_by_length: bool = False
     seed: int = setting(0, minimum=0)
