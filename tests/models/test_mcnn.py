@@ -29,6 +29,17 @@ def random_model(variant, seed=0, **overrides):
     return randomize_weights(spec.build_model(config, tokens, IMAGE_DIM), seed)
 
 
+def assert_same_scores(got, want):
+    """Scores of one network computed another way: a block or batch of
+    another size (for which oneDNN may pick kernels that sum in another
+    order, differently on AVX2 and AVX-512) or a float64 transcription. A
+    score passes five float32 sums of at most 60 terms (25, 48, 60, 48 and
+    12): about 200 unit roundoffs (2^-24) of the terms' magnitudes, which
+    grow with the largest score, not with the score at hand; 1e-5 of the
+    largest (170 of them) covers it."""
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
 def token_ids(lengths, seed=0):
     """int32 [n, max(lengths)], caption i with lengths[i] real words."""
     return random_token_ids(lengths, VOCABULARY_SIZE, seed)
@@ -80,9 +91,8 @@ def test_factorised_network_equals_the_literal_concatenate_then_convolve_equatio
     images = np.random.default_rng(1).uniform(0, 1, size=(3, IMAGE_DIM)).astype(np.float32)
     got = model.similarity(model.encode_image(images), model.encode_text(tf.constant(ids))).numpy()
     want = np.array([[literal_score(model, image, row) for row in ids] for image in images])
-    scale = np.abs(want).max()
-    assert scale > 0.1
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * scale)
+    assert np.abs(want).max() > 0.1
+    assert_same_scores(got, want)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -105,9 +115,9 @@ def test_blocked_similarity_equals_one_block_and_aligned_pairs_are_its_diagonal(
     assert whole.shape == (7, 11)
     per_pair = 12 if variant == "st" else {"wd": 14 * 16, "phs": 6 * 20, "phl": 2 * 24}[variant]
     model.config = dataclasses.replace(model.config, max_block_elements=per_pair * 9)  # blocks of 3 x 3
-    np.testing.assert_allclose(model.similarity(image_encodings, text_encodings), whole, rtol=1e-6, atol=1e-6)
+    assert_same_scores(model.similarity(image_encodings, text_encodings).numpy(), whole)
     aligned = model.score_pairs(image_encodings, text_encodings[:7]).numpy()
-    np.testing.assert_allclose(aligned, np.diag(whole[:, :7]), rtol=1e-6, atol=1e-6)
+    assert_same_scores(aligned, np.diag(whole[:, :7]))
 
 
 @pytest.mark.parametrize("variant, seed, negatives", [("phs", 0, 1), ("phs", 0, 2), ("st", 1, 1)])
@@ -161,14 +171,10 @@ def test_evaluation_scores_every_pair_exactly_once_and_ranks_as_the_whole_matrix
     result = evaluation.evaluate_encodings(similarity, images, texts, caption_image,
                                            sentence_similarity=model.joint_space)
     assert [block.shape for block in blocks] == [(8, 150)] * 3 + [(6, 150)]
-    # A block runs the network on another number of pairs than the whole
-    # matrix, for which oneDNN may pick kernels that sum in another order. A
-    # score passes five float32 sums of at most 60 terms (25, 48, 60, 48 and
-    # 12): about 200 unit roundoffs (2^-24) of the terms' magnitudes, which
-    # 1e-5 of the largest score (170 of them) covers. The metrics are then
-    # those of the scores the blocks gave, ranked as one matrix.
-    scored, whole = np.concatenate(blocks), model.similarity(images, texts).numpy()
-    np.testing.assert_allclose(scored, whole, rtol=1e-5, atol=1e-5 * np.abs(whole).max())
+    # The blocks' scores are the whole matrix's to rounding; the metrics
+    # are those of the scores the blocks gave, ranked as one matrix.
+    scored = np.concatenate(blocks)
+    assert_same_scores(scored, model.similarity(images, texts).numpy())
     from common.metrics import retrieval_metrics
 
     assert result == retrieval_metrics(scored, caption_image)
