@@ -76,35 +76,26 @@ The benchmarks of one family have modules of their own:
 step) and `tools.bench_order_similarity` (an evaluation under the
 order-violation similarity).
 
-A benchmark that runs code in a process of its own does so through
-`Worker`, which supervises it: the death of the process (an exception, a
-crash, a kill) ends the benchmark at once with a one-line error giving the
-process's reason, rather than leaving it waiting for an answer.
+The timing primitives these share (the untrained model, its training
+batches and step, throughput, FLOPs, peak memory) are `tools.timing`; a
+stage that runs in a process of its own does so through `tools.worker`'s
+`Worker`, which ends the benchmark at once with a one-line error if the
+process dies.
 """
 
 import argparse
 import dataclasses
 import json
-import resource
 import sys
 import time
 
 import numpy as np
 
-from common.errors import InputError, count, count_or_zero, run_command
+from common.errors import count, run_command
 from data import splits
 from tools import hardware, records
-
-WORKER_POLL_SECONDS = 0.2  # how often a wait for a worker's answer checks that it is alive
-
-
-def add_experiment_arguments(parser):
-    """The options that choose an experiment's preset and overrides and the
-    timed training steps (shared with the family benchmarks)."""
-    parser.add_argument("--preset", default="quick")
-    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
-    parser.add_argument("--steps", type=count, default=30, help="timed training steps")
-    parser.add_argument("--warmup", type=count_or_zero, default=3, help="untimed training steps first")
+from tools.timing import add_experiment_arguments, peak_rss_mb, time_training, untrained_model
+from tools.worker import Worker
 
 
 def parse_args(argv):
@@ -292,49 +283,6 @@ def saved_model_rates(model_name, args, batch=256, repeats=3):
     return {"saved_model_mb": round(size / 2**20, 1), **rates, "encode_peak_rss_mb": peak_rss_mb()}
 
 
-def peak_rss_mb(status="/proc/self/status"):
-    """This process's peak resident memory so far, in MB: Linux's VmHWM,
-    which starts anew in a spawned process (`ru_maxrss` carries the
-    parent's peak over fork and exec), else `ru_maxrss`."""
-    try:
-        with open(status, encoding="utf-8") as lines:
-            for line in lines:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024)  # kB
-    except OSError:
-        pass
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-
-
-def untrained_model(name, preset, overrides=(), every_word=False):
-    """The experiment of `name` under `preset` and `overrides`, its
-    training split, and its model built as the trainer builds it (under
-    its precision policy) with a vocabulary of the training captions: the
-    model's own vocabulary, or with `every_word` every training word.
-    Returns (config, train_split, model)."""
-    import keras
-
-    from data.vocabulary import Vocabulary
-    from engine import runtime
-    from models import registry
-
-    spec = registry.get(name)
-    config = spec.experiment(preset, overrides)
-    if spec.prepare:
-        config = spec.prepare(config)
-    train_split = splits.load_split(config.data.path, config.data.train_split, config.data.image_features)
-    # Without word vectors: they only change initial values (and the size of
-    # a frozen lookup table), not the cost of a step.
-    if every_word:
-        vocabulary = Vocabulary.build(train_split.captions, tokenizer=config.model.tokenizer)
-    else:
-        vocabulary = spec.vocabulary(config.model, train_split.captions, None)
-    keras.utils.set_random_seed(config.train.seed)
-    with runtime.dtype_policy(config.runtime.mixed_precision):
-        model = spec.build_model(config.model, vocabulary, train_split.images.shape[1])
-    return config, train_split, model
-
-
 def measure(model_name, args):
     """Times one model's training steps (and evaluation); returns a report."""
     import tensorflow as tf
@@ -391,221 +339,6 @@ def repeated_split(split, n_images):
         caption_image=np.repeat(np.arange(n_images), [len(by_image[row]) for row in rows]),
         image_ids=[split.image_ids[row] for row in rows],
     )
-
-
-def time_training(model, config, train_split, args):
-    """Training throughput on real batches through the trainer's own step,
-    and the GFLOP/s that makes of the model's matrix products (training =
-    3 x `forward_flops`), against this machine's float32 matmul rate."""
-    batches = training_batches(model, config, train_split, args.warmup + args.steps)
-    step = zoo_step(model, config, batches[: args.warmup])
-    seconds = time_steps(step, batches[args.warmup :])
-    report = {"batch_size": config.train.batch_size, **throughput(config, args.steps, seconds)}
-    flops = training_flops(model, batches[args.warmup :])
-    if flops is not None:
-        report["train_gflop_per_step"] = significant(flops / 1e9)
-        report["train_gflops_per_s"] = significant(flops / 1e9 / (seconds / args.steps))
-        report["machine_matmul_gflops_per_s"] = machine_matmul_gflops()
-    return report
-
-
-def significant(x, digits=4):
-    return float(f"{x:.{digits}g}")
-
-
-def training_batches(model, config, train_split, count):
-    """The first `count` training batches of the run's epoch order (as
-    tensors: what the trainer's dataset yields)."""
-    from data import pipeline
-
-    data = pipeline.tokenize_split(train_split, model.vectorizer)
-    order = pipeline.epoch_order(
-        data, config.train.sampling, config.train.batch_size, config.train.seed, 0, config.train.bucket_by_length
-    )
-    dataset = iter(pipeline.training_dataset(data, np.resize(order, (count, order.shape[1]))))
-    return [next(dataset) for _ in range(count)]
-
-
-def zoo_step(model, config, warmup_batches):
-    """One training step of the trainer (its optimizer, clipping, precision
-    and XLA settings), waiting for the loss; already run (and traced) on
-    `warmup_batches`."""
-    import tensorflow as tf
-
-    from engine import train_step
-
-    optimizer = train_step.make_optimizer(config.train, config.runtime.mixed_precision)
-    optimizer.build(model.trainable_variables)
-    step = train_step.make_train_step(
-        model, optimizer, tf.distribute.get_strategy(), config.train.grad_clip_norm, config.runtime.jit_compile
-    )
-
-    def run(batch):
-        return float(step(batch)["loss"])
-
-    for batch in warmup_batches:
-        run(batch)
-    return run
-
-
-def time_steps(step, batches):
-    start = time.perf_counter()
-    for batch in batches:
-        step(batch)
-    return time.perf_counter() - start
-
-
-def throughput(config, steps, seconds):
-    return {
-        "train_pairs_per_s": round(steps * config.train.batch_size / seconds, 1),
-        "train_step_ms": round(1000 * seconds / steps, 1),
-    }
-
-
-def training_flops(model, batches):
-    """Mean FLOPs of a training step over `batches`, or None."""
-    counts = [model.forward_flops(b["token_ids"].numpy(), b["image_features"].numpy()) for b in batches]
-    return None if None in counts else 3 * sum(counts) / len(counts)
-
-
-def machine_matmul_gflops(repeats=20):
-    """The best float32 rate of a [128, 1024] x [1024, 3072] product here
-    (a GRU's recurrent product at batch 128), in GFLOP/s."""
-    import tensorflow as tf
-
-    a, b = tf.random.normal([128, 1024]), tf.random.normal([1024, 3072])
-    product = tf.function(lambda: tf.reduce_sum(a @ b))
-    product()
-    best = min(time_steps(lambda _: float(product()), [None]) for _ in range(repeats))
-    return round(2 * 128 * 1024 * 3072 / best / 1e9, 1)
-
-
-class Worker:
-    """`target(connection, *args)` in a process of its own (spawned), talked
-    to over a pipe (`send`, `receive`), and supervised: every wait for its
-    answer ends as soon as the process ends.
-
-    The parent closes its copy of the child's end of the pipe once the
-    process has started, so the child's death is an end of file on the
-    parent's end (and `receive` also checks that the process is alive
-    between polls). An exception in `target` is sent back as one line (its
-    type, its reason and the file and line it was raised at) and raised
-    here as an `InputError` naming the worker; a process that dies without
-    a word (a crash, a signal, `os._exit`) is an `InputError` giving its
-    exit status. Either way the process has ended when the error is raised.
-
-    Used as a context manager, leaving the block closes the pipe (a worker
-    waiting in `connection.recv()` gets an EOFError and ends) and waits for
-    the process, killing it after `close_seconds`.
-
-    Args:
-      name: the worker as messages name it, e.g. "VSE++ of ../vsepp".
-      target: a module-level function (the spawned process imports it).
-      args: picklable arguments after the connection.
-    """
-
-    def __init__(self, name, target, *args, close_seconds=10):
-        import multiprocessing
-
-        context = multiprocessing.get_context("spawn")
-        self.name = name
-        self.close_seconds = close_seconds
-        self.connection, child_end = context.Pipe()
-        self.process = context.Process(target=_worker_main, args=(child_end, target, args), daemon=True)
-        try:
-            self.process.start()
-        finally:
-            child_end.close()  # the child holds the only copy now: its death is an end of file here
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
-
-    def send(self, message):
-        try:
-            self.connection.send(message)
-        except (BrokenPipeError, ConnectionResetError, EOFError):
-            raise self._failure() from None
-
-    def receive(self, timeout=None):
-        """The worker's next message; an `InputError` if the worker failed,
-        died, or (with `timeout` seconds) did not answer in time."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            if self.connection.poll(WORKER_POLL_SECONDS):
-                try:
-                    message = self.connection.recv()
-                except (EOFError, ConnectionResetError):
-                    raise self._failure() from None
-                if isinstance(message, WorkerFailure):
-                    self.process.join(self.close_seconds)
-                    raise InputError(f"{self.name} failed: {message.reason}")
-                return message
-            if not self.process.is_alive() and not self.connection.poll(0):
-                raise self._failure()
-            if deadline is not None and time.monotonic() > deadline:
-                raise InputError(f"{self.name}: no answer within {timeout:g} s")
-
-    def _failure(self):
-        """The error of a worker that ended without an answer: its own
-        reason if it sent one before dying, else its exit status."""
-        try:
-            while self.connection.poll(0):
-                message = self.connection.recv()
-                if isinstance(message, WorkerFailure):
-                    self.process.join(self.close_seconds)
-                    return InputError(f"{self.name} failed: {message.reason}")
-        except (EOFError, OSError):
-            pass
-        self.process.join(self.close_seconds)
-        code = self.process.exitcode
-        if code is None:
-            how = "closed its pipe"
-        elif code < 0:
-            how = f"was killed by signal {-code}"
-        else:
-            how = f"exited with status {code}"
-        return InputError(f"{self.name}: the worker process {how} without an answer")
-
-    def close(self):
-        """Closes the pipe and waits for the process (killing it after
-        `close_seconds`)."""
-        self.connection.close()
-        self.process.join(self.close_seconds)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
-
-
-class WorkerFailure:
-    """What a `Worker`'s process sends back when its target raises."""
-
-    def __init__(self, reason):
-        self.reason = reason
-
-
-def _worker_main(connection, target, args):
-    """A `Worker`'s process: runs the target; an exception goes back to the
-    parent as a `WorkerFailure` (one line) and ends the process with status
-    1, without a traceback on stderr."""
-    import traceback
-
-    try:
-        target(connection, *args)
-    except BaseException as error:  # noqa: BLE001 - relayed to the parent, which reports it
-        frames = traceback.extract_tb(error.__traceback__)
-        where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
-        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-        reason = f"{type(error).__name__}: {lines[0][:300]}" if lines else type(error).__name__
-        try:
-            connection.send(WorkerFailure(where + reason))
-        except OSError:
-            pass  # the parent has gone
-        sys.exit(1)
-    finally:
-        connection.close()
 
 
 if __name__ == "__main__":

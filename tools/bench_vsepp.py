@@ -6,7 +6,7 @@
 Alternates `--rounds` rounds of the zoo's training step with VSE++'s own
 PyTorch `VSE.train_emb` (model.py of a clone of github.com/fartashf/vsepp;
 needs `pip install torch`) on the same batches, VSE++ in a process of its
-own (a `tools.bench.Worker`: if it dies, say of an import error in the
+own (a `tools.worker.Worker`: if it dies, say of an import error in the
 clone, the benchmark ends with its reason), and reports the pairs/s of each. The model must be one of the `gru`
 family (a `models.vse.VSEConfig`: `gru`, the RCNs, the Vilalta et al.
 pipelines); VSE++ is built with its options. `--record FILE` also writes
@@ -23,8 +23,7 @@ import numpy as np
 
 from common.errors import count, run_command
 from tools import records
-from tools.bench import (
-    Worker,
+from tools.timing import (
     add_experiment_arguments,
     significant,
     throughput,
@@ -34,6 +33,7 @@ from tools.bench import (
     untrained_model,
     zoo_step,
 )
+from tools.worker import Worker
 
 
 def parse_args(argv):

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from data.readers import RetrievalSplit
-from engine import train_step
-from tools import bench
+from tools import bench, timing
 
 FAMILIES = ("fisher_vectors", "fne_pipelines", "mcnn", "rcn", "vse", "w2vv")
 TINY = ["--set", "model.word_dim=8", "--set", "model.embed_dim=16", "--steps", "2", "--warmup", "1"]
@@ -40,27 +39,6 @@ def test_bench_reports_throughput_and_cost_relative_to_the_first_model(tmp_path,
         assert report["train_gflops_per_s"] > 0 and abs(report["train_gflops_per_s"] - rate) < 0.02 * rate
         assert report["machine_matmul_gflops_per_s"] > 0
     assert second["train_gflop_per_step"] > first["train_gflop_per_step"]  # 4 capsules, 4 recursions
-
-
-def test_bench_builds_the_model_and_its_step_under_the_runtime_settings(monkeypatch):
-    runtime = ["runtime.mixed_precision=fp16", "runtime.jit_compile=true"]
-    config, _, model = bench.untrained_model("gru", "quick", ["model.word_dim=8", "model.embed_dim=16", *runtime])
-    assert model.word_embedding.compute_dtype == "float16"
-    calls = {}
-
-    def spy(name):
-        function = getattr(train_step, name)
-
-        def recorded(*args):
-            calls[name] = args
-            return function(*args)
-
-        monkeypatch.setattr(train_step, name, recorded)
-
-    spy("make_optimizer")
-    spy("make_train_step")
-    bench.zoo_step(model, config, warmup_batches=[])  # not run: only built
-    assert calls["make_optimizer"][1] == "fp16" and calls["make_train_step"][-1] is True
 
 
 def test_bench_prints_the_hardware_and_the_precision_to_use_and_exits(tmp_path, capsys):
@@ -127,13 +105,6 @@ def test_bench_cost_measures_each_stage_in_a_process_of_its_own(tmp_path, capsys
     assert report["eval_5k_peak_rss_mb"] > report["encode_peak_rss_mb"] + 400
 
 
-def test_peak_memory_is_linuxs_high_water_mark_of_this_process(tmp_path):
-    status = tmp_path / "status"
-    status.write_text("Name:\tpython\nVmPeak:\t 9999999 kB\nVmHWM:\t 2097152 kB\nVmRSS:\t 1024 kB\n")
-    assert bench.peak_rss_mb(status) == 2048
-    assert bench.peak_rss_mb(tmp_path / "absent") > 0  # ru_maxrss where there is no /proc
-
-
 def test_bench_cost_of_a_fitted_model_has_no_training_stage():
     args = bench.parse_args(["--cost", "--model", "fv-mean", "--preset", "paper"])
     assert bench.cost_stage("train", "fv-mean", args) == {}  # no gradient steps; its family benchmark times the fit
@@ -162,15 +133,16 @@ def test_bench_times_a_saved_models_caption_encoding(trained_fv, tmp_path, capsy
     assert report["captions"] == 5000 and report["captions_per_s"] > 0
 
 
-def test_bench_imports_no_model_family():
+@pytest.mark.parametrize("module", [bench, timing])
+def test_bench_imports_no_model_family(module):
     # The family benchmarks have modules of their own (tools.bench_fisher_vectors, ...).
-    tree = ast.parse(Path(bench.__file__).read_text())
+    tree = ast.parse(Path(module.__file__).read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {f"models.{alias.name}" for node in ast.walk(tree)
                  if isinstance(node, ast.ImportFrom) and node.module == "models" for alias in node.names}
     assert imported & {f"models.{family}" for family in FAMILIES} == set()
-    assert "hasattr" not in Path(bench.__file__).read_text()
+    assert "hasattr" not in Path(module.__file__).read_text()
 
 
 def test_every_numeric_argument_of_the_benchmarks_is_range_checked(capsys):

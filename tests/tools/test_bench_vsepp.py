@@ -7,11 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from common.errors import InputError
-from tools import bench, bench_vsepp
+from tools import bench_vsepp
 
-# Not tests.helpers' REPO: its TensorFlow import would slow every worker
-# process, which imports this module to find its target.
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--set", "model.word_dim=8", "--set", "model.embed_dim=16", "--steps", "2", "--warmup", "1"]
 
@@ -108,7 +105,7 @@ def test_a_clone_without_what_the_comparison_calls_is_named_in_one_line(tmp_path
     assert "Traceback" not in err and out == ""
 
 
-# --- the worker process is supervised (tools.bench.Worker) -------------------
+# --- VSE++'s process is supervised (tools.worker.Worker) ---------------------
 
 # A stand-in for PyTorch, just enough for `vsepp_worker` to reach the clone's model.py.
 FAKE_TORCH = """
@@ -145,58 +142,3 @@ def test_a_clone_whose_model_py_fails_to_import_ends_the_command_with_its_error(
     ]
     assert "Traceback" not in done.stderr and done.stdout == ""
     assert time.monotonic() - began < 90  # the zoo's model is built first; a hang would run into the timeout
-
-
-def dies_without_a_word(connection, status):
-    os._exit(status)
-
-
-def raises(connection, text):
-    raise RuntimeError(text + "\nsecond line")
-
-
-def answers_then_dies(connection):
-    connection.send("ready")
-    connection.recv()
-    os._exit(0)
-
-
-def test_a_worker_that_dies_without_a_word_ends_the_wait_with_its_exit_status():
-    began = time.monotonic()
-    with bench.Worker("the worker", dies_without_a_word, 3) as worker:
-        with pytest.raises(InputError) as error:
-            worker.receive()
-    assert str(error.value) == "the worker: the worker process exited with status 3 without an answer"
-    assert worker.process.exitcode == 3 and time.monotonic() - began < 30
-
-
-def test_a_worker_killed_by_a_signal_is_named_with_the_signal():
-    with bench.Worker("the worker", answers_then_dies) as worker:
-        assert worker.receive() == "ready"
-        worker.process.kill()
-        with pytest.raises(InputError, match=r"^the worker: the worker process was killed by signal 9 without an answer$"):
-            worker.receive()
-
-
-def test_a_worker_exception_is_relayed_as_one_line_with_its_place():
-    with bench.Worker("the worker", raises, "it broke") as worker:
-        with pytest.raises(InputError) as error:
-            worker.receive()
-    assert str(error.value) == f"the worker failed: {__file__}:{raises.__code__.co_firstlineno + 1}: RuntimeError: it broke"
-    assert worker.process.exitcode == 1
-
-
-def test_a_worker_that_ends_after_answering_fails_the_next_wait():
-    """The parent does not hold the child's end of the pipe: after the
-    child's death, the next receive ends at once."""
-    with bench.Worker("the worker", answers_then_dies) as worker:
-        assert worker.receive() == "ready"
-        worker.send("go")
-        with pytest.raises(InputError, match="exited with status 0 without an answer"):
-            worker.receive(timeout=30)
-
-
-def test_leaving_the_block_ends_a_worker_waiting_for_a_message():
-    with bench.Worker("the worker", answers_then_dies) as worker:
-        assert worker.receive() == "ready"
-    assert not worker.process.is_alive() and worker.process.exitcode == 1  # its recv got an end of file
