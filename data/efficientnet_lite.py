@@ -72,7 +72,7 @@ def efficientnet_lite0(weights=None, input_shape=(None, None, 3)):
 
     Args:
       weights: None (random) or the path of a `.weights.h5` file of this
-        network (the shipped ImageNet weights: `data.image_features`).
+        network (the shipped ImageNet weights: `data.backbones`).
       input_shape: (height, width, 3); the ImageNet weights were trained,
         and the embedded features made, at 224x224.
 

@@ -105,9 +105,11 @@ def main(argv=None):
 
 def _run(args):
     # Imported here: TensorFlow loads after the command's quiet start.
-    from data import image_features
+    from data import backbones
+    from data.feature_extractor import FeatureExtractor
+    from data.full_network import full_network
 
-    image_features.check_backbone_name(args.backbone)
+    backbones.check_backbone_name(args.backbone)
     images = Path(args.images)
     if not images.is_dir():
         raise InputError(f"--images {images}: folder not found")
@@ -125,18 +127,18 @@ def _run(args):
         if missing is not None:
             raise InputError(f"{images / missing}: image of split {split} not found")
         splits[split] = data
-    if args.stages and args.backbone not in ("vgg16", "vgg19", image_features.EFFICIENTNET_LITE0):
-        raise InputError(f"--stages needs a backbone with stages: --backbone {image_features.EFFICIENTNET_LITE0}, "
+    if args.stages and args.backbone not in ("vgg16", "vgg19", backbones.EFFICIENTNET_LITE0):
+        raise InputError(f"--stages needs a backbone with stages: --backbone {backbones.EFFICIENTNET_LITE0}, "
                          "vgg16 or vgg19")
-    crops = args.crops or (image_features.EFFICIENTNET_LITE0_CROPS if args.backbone == image_features.EFFICIENTNET_LITE0
-                           else image_features.DEFAULT_CROPS)
+    crops = args.crops or (backbones.EFFICIENTNET_LITE0_CROPS if args.backbone == backbones.EFFICIENTNET_LITE0
+                           else backbones.DEFAULT_CROPS)
     layout = None
     if args.stages:
         # The usual features ({split}_ims.npy) are a slice of every stage's.
-        model, preprocess, layout, feature_slice = image_features.full_network(args.backbone, args.weights)
+        model, preprocess, layout, feature_slice = full_network(args.backbone, args.weights)
     else:
-        model, preprocess = image_features.build_backbone(args.backbone, args.weights)
-    extract = image_features.FeatureExtractor(model, preprocess, crops)
+        model, preprocess = backbones.build_backbone(args.backbone, args.weights)
+    extract = FeatureExtractor(model, preprocess, crops)
     for split, data in splits.items():
         log.info("%s: %d images, %s, %d crop(s)", split, len(data.image_files), args.backbone, crops)
         paths = [images / name for name in data.image_files]

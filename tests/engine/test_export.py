@@ -15,7 +15,7 @@ import tensorflow as tf
 from PIL import Image
 
 import train
-from data import image_features
+from data import feature_extractor
 from tests.helpers import EMBEDDED_DATA, EMBEDDED_IMAGES
 
 SAMPLES = sorted(EMBEDDED_IMAGES.glob("*.jpg"))
@@ -78,7 +78,7 @@ def test_score_images_equals_score_on_the_precomputed_features(exports, family):
         np.testing.assert_allclose(encodings, reference, rtol=2e-3, atol=2e-3 * np.abs(reference).max())
     # The signature is the recorded recipe, then the model: on the features
     # the backbone makes of the same files, exactly `score`.
-    extracted = image_features.from_provenance(json.loads(loaded.image_provenance.numpy()), kind)(SAMPLES, 8)
+    extracted = feature_extractor.from_provenance(json.loads(loaded.image_provenance.numpy()), kind)(SAMPLES, 8)
     np.testing.assert_allclose(scores, loaded.score(extracted, texts).numpy(), rtol=1e-4, atol=1e-5)
 
 
