@@ -40,6 +40,10 @@ Readings taken where the paper is silent:
   (one per epoch); the paper says "until there is no improvement".
 - The absolute value (Table 1, "Absolute value embed.") is applied to the
   unit embeddings of both sides, as VSE++'s and Vendrov et al.'s code do.
+
+The max of hinges is eq. 4's, each anchor's hardest negative (as VSE++);
+the authors' released code keeps each negative's hardest anchor instead
+(docs/fne.md, "MOE at chance with one-layer features").
 """
 
 import dataclasses

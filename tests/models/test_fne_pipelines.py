@@ -117,3 +117,42 @@ def test_curriculum_sums_the_hinges_then_keeps_the_hardest_negative(name):
         np.testing.assert_allclose(loss, reference_loss(sims, margin, hardest), rtol=1e-5)
     assert registry.get(name).experiment("paper").train.phase_patience == 10
     assert registry.get(name).experiment("quick").train.phase_patience == 3
+
+
+def test_moe_loss_is_eq_4_over_eq_3_of_absolute_unit_embeddings():
+    """MOE end to end against a NumPy transcription: image map without bias
+    on L2-normalised features, L2 norm, absolute value (Table 1), the order
+    violation of eq. 3 and the max of hinges of eq. 4 at margin 0.05."""
+    model = tiny("moe")
+    features = RNG.uniform(0, 2, size=(6, 12)).astype(np.float32)
+    captions = ["a dog runs", "two dogs", "a man on a bike", "grass", "the dog runs on grass", "a bike"]
+    images = model.encode_image(features).numpy()
+    texts = model.encode_text(model.vectorizer(tf.constant(captions))).numpy()
+
+    unit = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)  # noqa: E731
+    expected_images = np.abs(unit(unit(features) @ model.image_projection.kernel.numpy()))
+    np.testing.assert_allclose(images, expected_images, rtol=1e-5, atol=1e-6)
+    assert texts.min() >= 0
+    np.testing.assert_allclose(np.linalg.norm(texts, axis=1), 1.0, rtol=1e-5)
+    loss = model.pair_loss(tf.constant(images), tf.constant(texts), tf.range(6))
+    np.testing.assert_allclose(loss, reference_loss(numpy_order_similarity(images, texts), 0.05, hardest=True),
+                               rtol=1e-5)
+
+
+def test_collapsed_moe_embeddings_are_a_stationary_point_costing_2_b_margin():
+    """docs/fne.md, "MOE at chance with one-layer features": when every image
+    and every caption has the same embedding, every order violation is 0, so
+    each of the 2B hardest hinges is the margin (loss 2 * B * 0.05, 12.8 at
+    B = 128: the plateau of the failed runs) and the gradient is exactly 0
+    (d S / d c = -2 max(0, c - i) = 0), so the max of hinges cannot leave it."""
+    model = tiny("moe")
+    batch = 128
+    point = np.abs(RNG.normal(size=16))
+    point /= np.linalg.norm(point)
+    images = tf.Variable(np.tile(point, (batch, 1)), dtype=tf.float32)
+    texts = tf.Variable(np.tile(point, (batch, 1)), dtype=tf.float32)
+    with tf.GradientTape() as tape:
+        loss = model.pair_loss(tf.convert_to_tensor(images), tf.convert_to_tensor(texts), tf.range(batch))
+    np.testing.assert_allclose(loss, 2 * batch * 0.05, rtol=1e-6)
+    for gradient in tape.gradient(loss, [images, texts]):
+        assert np.count_nonzero(gradient.numpy()) == 0
