@@ -8,7 +8,7 @@ Both paths run the same protocol (`engine.evaluation`): encode every image
 and every caption once, then score every pair once, block by block, and
 rank in both directions.
 
-`--json FILE` also writes the metrics as a record (`tools.records`: the
+`--json FILE` also writes the metrics as a record (`common.records`: the
 command, date, cores, CPU and load, and the metrics as its one report)
 that `python -m tools.report` renders.
 
@@ -21,11 +21,11 @@ Protocols:
 import argparse
 import sys
 
+from common import records
 from common.errors import InputError, count, run_command
 from data import provenance
 from engine import evaluation, projector
 from engine.arguments import add_model_and_split_arguments, data_root, load_model_and_split
-from tools import records
 
 
 def parse_args(argv):

@@ -80,9 +80,9 @@ def _run(args):
         config = registry.get(args.model).experiment(args.preset, overrides, args.image_features or "fc")
     model_dir = args.model_dir or model_dirs.default(config.model_name, config.preset)
     results = training.Trainer(config, model_dir, resume=args.resume, command=args.command).run()
-    print(f"best checkpoint: {results['checkpoint']}")
-    print("dev:\n" + format_table(results["dev"]))
-    print("test:\n" + format_table(results["test"]))
+    print(f"best checkpoint: {results.checkpoint}")
+    print("dev:\n" + format_table(results.dev))
+    print("test:\n" + format_table(results.test))
     print(f"SavedModel: {model_dir}/{training.SAVED_MODEL_DIR}")
     return 0
 

@@ -16,18 +16,12 @@ rsum by default):
                      norm before clipping: mean and max between log steps,
                      and the model's own diagnostics/...), dev/
                      (every metric), hparams
-  results.json       dev and test metrics of the best checkpoint; "fit", what
-                     a fitted model chose; "command", the command line of
-                     train.py; "epochs" (the epochs trained, every phase's,
-                     gradient-trained models only); "wall_seconds" (from
-                     the start of the run to these metrics), "cpu_seconds"
-                     (user + system time, all threads), "cores" (the CPUs
-                     the last process could use), "load_average" (the
-                     1-minute load at the start and at the end: how busy
-                     the machine was), "peak_memory_bytes" and "pieces"
-                     (the processes that trained the run: the times are
-                     their sums, see `engine.time_spent`), for
-                     `python -m tools.report`
+  results.json       dev and test metrics of the best checkpoint, what a
+                     fitted model chose, the command line of train.py, the
+                     epochs trained and the time the run took, for
+                     `python -m tools.report` (`common.records.RunResults`
+                     declares it; the times are sums over the processes
+                     that trained the run, see `engine.time_spent`)
   time_spent.json    each process's (piece's) times, kept up to date while
                      it trains
   saved_model/       the export (see `engine.export`)
@@ -39,7 +33,6 @@ usable by `--resume`.
 """
 
 import dataclasses
-import json
 import logging
 import statistics
 import time
@@ -52,6 +45,7 @@ import tensorflow as tf
 from common import diagnostics, machine, progress
 from common.errors import InputError, error_reason
 from common.files import write_json_atomically
+from common.records import RunResults
 from common.wording import counted
 from data import pipeline, provenance, splits, word_vectors
 from data.vocabulary import Vocabulary
@@ -95,7 +89,7 @@ class Trainer:
         self.is_chief = runtime.is_chief(self.strategy)
 
     def run(self):
-        """Runs the experiment; returns {"dev": metrics, "test": metrics}."""
+        """Runs the experiment; returns its `RunResults` (what results.json holds)."""
         self._check_model_dir()
         time_spent = TimeSpent(self.model_dir, self.resume)
         if not self.resume and self.spec.prepare:
@@ -173,18 +167,12 @@ class Trainer:
         # The best validation's metrics, unless this process never saw it.
         dev = loop.best_dev_metrics or loop.validate_metrics()
         test = evaluation.evaluate(CheckpointScorer(model, cfg.image_dim), test_split)
-        results = {
-            "dev": dev,
-            "test": test,
-            "checkpoint": best_checkpoint,
-            **({"fit": fit} if fit else {}),
-            **({"command": self.command} if self.command else {}),
-            **({"epochs": round(int(state.global_step) / steps_per_epoch, 2)} if steps_per_epoch else {}),
-            **time_spent.totals(),
-        }
+        results = RunResults(dev=dev, test=test, checkpoint=best_checkpoint, fit=fit or {}, command=self.command,
+                             epochs=round(int(state.global_step) / steps_per_epoch, 2) if steps_per_epoch else None,
+                             **time_spent.totals())
         if self.is_chief:
             time_spent.save()
-            write_json_atomically(self.model_dir / "results.json", json.dumps(results, indent=2) + "\n")
+            write_json_atomically(self.model_dir / "results.json", results.to_json())
             export_saved_model(model, cfg.image_dim, self.model_dir / SAVED_MODEL_DIR, cfg.data.image_features,
                                cfg.image_provenance)
         return results

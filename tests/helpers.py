@@ -49,7 +49,7 @@ def run_timing_imports(argv):
 
 def evaluated_metrics(path):
     """The metrics `python evaluate.py ... --json PATH` wrote: the one
-    report of its record (tools/records.py)."""
+    report of its record (common/records.py)."""
     (metrics,) = json.loads(Path(path).read_text())["reports"]
     return metrics
 

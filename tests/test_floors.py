@@ -2,9 +2,11 @@
 
 The packages are floors, each importing only the ones below it:
 common <- data <- layers <- models <- engine <- search <- tools, with the thin CLIs
-`train.py` and `evaluate.py` on top. `.importlinter` at the repository root
-states it as two import-linter contracts (the floors; no model family in
-the engine, search or the ground floor), checked here against the checkout and
+`train.py` and `evaluate.py` on search's floor (above the engine, below the
+tools). `.importlinter` at the repository root states it as two
+import-linter contracts (the floors, the CLIs on them through
+`tests/import_contracts.py`; no model family in the engine, search or the
+ground floor), checked here against the checkout and
 against a copy broken on purpose, so a contract that could never fail
 would be noticed. The shared floors also keep the families' names out of
 their code (comments and docstrings may cite them).
@@ -50,21 +52,23 @@ def test_the_import_contracts_are_kept():
 
 
 def copy_of_the_packages(tmp_path):
-    """The packages' .py files and .importlinter, copied under tmp_path."""
-    for package in PACKAGES:
-        for source in (REPO / package).rglob("*.py"):
-            target = tmp_path / source.relative_to(REPO)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target)
-    shutil.copyfile(REPO / ".importlinter", tmp_path / ".importlinter")
+    """The packages' .py files, the CLIs, .importlinter and its contract
+    type, copied under tmp_path."""
+    files = [source for package in PACKAGES for source in (REPO / package).rglob("*.py")]
+    files += [REPO / "train.py", REPO / "evaluate.py", REPO / ".importlinter", REPO / "tests" / "import_contracts.py"]
+    for source in files:
+        target = tmp_path / source.relative_to(REPO)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
     return tmp_path
 
 
 @pytest.mark.parametrize(
     "module, line, imported",
     [("common/metrics.py", "from engine import evaluation", "engine.evaluation"),
-     ("engine/training.py", "from models import rcn", "models.rcn")],
-    ids=["upward import", "family import in the engine"],
+     ("engine/training.py", "from models import rcn", "models.rcn"),
+     ("evaluate.py", "from tools import bench", "tools.bench")],
+    ids=["upward import", "family import in the engine", "a CLI above train.py's floor"],
 )
 def test_a_broken_contract_is_reported_with_the_offending_import(tmp_path, module, line, imported):
     root = copy_of_the_packages(tmp_path)

@@ -53,7 +53,7 @@ tokenizing every caption with the model's tokenizer (1 to 512 tokens).
 
 `--record FILE` (every mode, and every family benchmark below) also writes
 the printed report(s) to FILE as JSON, in an envelope giving the command,
-date, machine and versions (`tools.records`); `--hardware`'s two lines are
+date, machine and versions (`common.records`); `--hardware`'s two lines are
 recorded as one report, {"hardware": ..., "precision": ...}. A FILE that
 cannot be written is an error before anything is timed.
 
@@ -91,9 +91,10 @@ import time
 
 import numpy as np
 
+from common import machine, records
 from common.errors import count, run_command
 from data import splits
-from tools import hardware, records
+from tools import hardware
 from tools.timing import add_experiment_arguments, peak_rss_mb, time_training, untrained_model
 from tools.worker import Worker
 
@@ -307,7 +308,7 @@ def measure(model_name, args):
         split = repeated_split(split, args.eval_images)
     scorer = scoring.CheckpointScorer(model, image_dim)
     scorer.encode_texts(split.captions[:8])  # trace once, outside the timing
-    load_before = records.load_average()
+    load_before = machine.load_average()
     start = time.perf_counter()
     evaluation.evaluate_encodings(
         scorer.similarity, scorer.encode_images(split.images), scorer.encode_texts(split.captions), split.caption_image,

@@ -11,7 +11,7 @@ correlation of each, and the process's peak memory (ru_maxrss) beside the
 estimate that was checked first: a size whose estimate exceeds the memory
 the machine has available stops with an error before anything is
 allocated. `--record FILE` also writes the report to FILE, with the
-command, date, machine and versions (`tools.records`).
+command, date, machine and versions (`common.records`).
 """
 
 import argparse
@@ -21,8 +21,8 @@ import time
 
 import numpy as np
 
+from common import records
 from common.errors import InputError, count, run_command
-from tools import records
 
 SIGNAL_DIM = 64  # the random views' shared signal
 MEMINFO = "/proc/meminfo"

@@ -36,7 +36,7 @@
 process may use); its report gives CPU and wall seconds, whose ratio is the
 cores used (`encoding` gives that ratio for TensorFlow).
 `--record FILE` also writes the reports to FILE at the end, with the
-command, date, machine and versions (`tools.records`).
+command, date, machine and versions (`common.records`).
 """
 
 import argparse
@@ -48,8 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
+from common import records
 from common.errors import count, run_command
-from tools import records
 
 BENCHMARKS = ("em", "hglmm-fit", "word-table", "encoding")
 POLICIES = ("gaussian", "hybrid")  # the EM modes timed: a GMM's and the HGLMM's

@@ -10,7 +10,7 @@ test images, `data/flickr8k_images_sample/`), repeated to fill a batch.
 Each batch size is called once unmeasured (the first call loads and
 optimises the graph), then `--repeats` times; the report gives the median
 call. `--record FILE` also writes the reports to FILE, with the command,
-date, machine and versions (`tools.records`).
+date, machine and versions (`common.records`).
 """
 
 import argparse
@@ -20,8 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from common import records
 from common.errors import InputError, count, run_command
-from tools import records
 
 SAMPLE_IMAGES = Path(__file__).resolve().parent.parent / "data" / "flickr8k_images_sample"
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")

@@ -8,7 +8,7 @@ Ranks N random non-negative unit image embeddings against 5N caption
 embeddings (the 5K x 25K COCO evaluation for N = 5000) block by block, as
 the evaluation of a trained model does (`engine.evaluation`). The report's
 "similarity" is "order_violation". `--record FILE` also writes it to FILE,
-with the command, date, machine and versions (`tools.records`).
+with the command, date, machine and versions (`common.records`).
 """
 
 import argparse
@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
+from common import records
 from common.errors import count, run_command
-from tools import records
 
 
 def parse_args(argv):

@@ -15,7 +15,7 @@ as a batch), recall@k of the approximate search against the exact one
 memory; `recommended_ef_search` is the smallest that reaches recall@k >=
 0.95, and `meets_targets` says whether it also searches at least 10x as
 many queries/s as exact search. `--record FILE` also writes the report with
-the command, date and machine (`tools.records`).
+the command, date and machine (`common.records`).
 
 The synthetic encodings are Gaussian in a `--latent`-dimensional subspace
 mapped into the encoding space, plus a little isotropic noise; queries are
@@ -39,10 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
-from common import progress
+from common import progress, records
 from common.errors import InputError, count, run_command
 from search import store
-from tools import records
 
 LATENT = 64
 TARGET_RECALL = 0.95

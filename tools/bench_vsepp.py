@@ -11,7 +11,7 @@ clone, the benchmark ends with its reason), and reports the pairs/s of each. The
 family (a `models.vse.VSEConfig`: `gru`, the RCNs, the Vilalta et al.
 pipelines); VSE++ is built with its options. `--record FILE` also writes
 the report to FILE, with the command, date, machine and versions
-(`tools.records`).
+(`common.records`).
 """
 
 import argparse
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from common import records
 from common.errors import count, run_command
-from tools import records
 from tools.timing import (
     add_experiment_arguments,
     significant,

@@ -2,16 +2,18 @@
 from what its hardware does natively rather than asserted about one CPU.
 
 A CPU's native low-precision arithmetic comes from its flags in
-/proc/cpuinfo (x86 `flags`, aarch64 `Features`); a GPU's from its compute
-capability (`tf.config.experimental.get_device_details`). With a GPU the
-advice is the GPU's (training runs there); without one, the CPU's.
+/proc/cpuinfo (x86 `flags`, aarch64 `Features`, read by `common.machine`);
+a GPU's from its compute capability
+(`tf.config.experimental.get_device_details`). With a GPU the advice is
+the GPU's (training runs there); without one, the CPU's.
 
     python -m tools.bench --hardware
 """
 
 import dataclasses
 
-CPUINFO = "/proc/cpuinfo"
+from common.machine import read_cpu_flags
+
 # x86 flags and aarch64 features (`fphp` scalar, `asimdhp` vector half precision).
 BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
 FP16_FLAGS = ("avx512_fp16", "amx_fp16", "fphp", "asimdhp")
@@ -32,21 +34,6 @@ class Advice:
 
     mixed_precision: str
     reason: str
-
-
-def read_cpu_flags(path=CPUINFO):
-    """The CPU's flags: the words of the first x86 `flags` or aarch64
-    `Features` line of a /proc/cpuinfo file, or None when the file cannot be
-    read or has neither line."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as lines:
-            for line in lines:
-                key, colon, value = line.partition(":")
-                if colon and key.strip() in ("flags", "Features"):
-                    return frozenset(value.split())
-    except OSError:
-        return None
-    return None
 
 
 def cpu_advice(flags):

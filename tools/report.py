@@ -76,7 +76,6 @@ before it).
 """
 
 import argparse
-import copy
 import dataclasses
 import json
 import re
@@ -89,6 +88,8 @@ from pathlib import Path
 
 from common.errors import InputError, run_command
 from common.files import atomic_write, check_output_file, read_text
+from common.records import (STRING, Kind, Measurement, RunResults, TestSuiteRun, check_key, excerpt, is_command,
+                            is_number)
 from common.wording import counted
 from tools.plot_training import figure_format, read_scalars
 
@@ -185,15 +186,9 @@ def read_run(model_dir):
     config, results = _read_json(config_path), _read_json(results_path)
     if not isinstance(config, dict):
         raise InputError(f"{config_path}: not a JSON object; not written by train.py?")
-    _check_fields(config, config_path, {"model_name": (_STRING, REQUIRED), "preset": (_STRING, REQUIRED)})
-    if not isinstance(results, dict):
-        raise InputError(f"{results_path}: not a JSON object; not written by train.py?")
-    _check_fields(results, results_path, RESULTS_FIELDS)
-    record = {
-        "model": config["model_name"],
-        "preset": config["preset"],
-        **_with_defaults(results, RESULTS_FIELDS),
-    }
+    for key in ("model_name", "preset"):
+        check_key(config, config_path, key, STRING, required=True)
+    record = {"model": config["model_name"], "preset": config["preset"], **_run_fields(RunResults.read(results, results_path))}
     record["dev_history"] = _dev_rsums(model_dir)
     return record
 
@@ -240,16 +235,20 @@ def read_snapshot(path):
                          "(a JSON object with \"root\" and \"runs\")")
     root, runs = snapshot["root"], snapshot["runs"]
     if not isinstance(root, str):
-        raise InputError(f"{path}: the key 'root' must be a string, got {_json(root)}")
+        raise InputError(f"{path}: the key 'root' must be a string, got {excerpt(root)}")
     if not isinstance(runs, dict) or not runs:
-        raise InputError(f"{path}: the key 'runs' must be an object of runs (run name: record), got {_json(runs)}")
+        raise InputError(f"{path}: the key 'runs' must be an object of runs (run name: record), got {excerpt(runs)}")
     records = {}
     for name, record in runs.items():
         where = f"{path}: run {name!r}"
         if not isinstance(record, dict):
-            raise InputError(f"{where}: must be an object (a run's record), got {_json(record)}")
-        _check_fields(record, where, SNAPSHOT_FIELDS)
-        records[name] = _with_defaults(record, SNAPSHOT_FIELDS)
+            raise InputError(f"{where}: must be an object (a run's record), got {excerpt(record)}")
+        for key in ("model", "preset"):
+            check_key(record, where, key, STRING, required=True)
+        results = RunResults.read(record, where)
+        check_key(record, where, "dev_history", DEV_HISTORY, required=False)
+        records[name] = {"model": record["model"], "preset": record["preset"], **_run_fields(results),
+                         "dev_history": record.get("dev_history") or []}
     return root, records
 
 
@@ -263,85 +262,18 @@ def read_toml(path):
 
 # --- Checking the inputs --------------------------------------------------------------------------
 #
-# Each field of a results.json, a snapshot's record, tables.toml and
-# papers.toml is checked before anything is made from it: (what it must
-# be, a check) pairs, and for records the value of an absent key (REQUIRED:
-# none, its absence is an error).
+# results.json, the records and the test suite's record are checked by
+# their types (`common.records`); a snapshot's run is its run's record: the
+# model and preset (config.json's), the fields of its results.json but the
+# version and the checkpoint, and the dev rsum of every validation.
 
-REQUIRED = object()
-
-
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+RESULT_KEYS = tuple(name for name, _, _ in RunResults.fields() if name not in ("version", "checkpoint"))
+DEV_HISTORY = Kind("a list of numbers", lambda value: isinstance(value, list) and all(map(is_number, value)))
 
 
-def _is_command(value):
-    if not isinstance(value, str):
-        return False
-    try:
-        shlex.split(value)
-    except ValueError:  # an unclosed quote
-        return False
-    return True
-
-
-def _is_metrics(value):
-    return isinstance(value, dict) and all(value.get(key) is None or _is_number(value[key]) for key in METRICS)
-
-
-_STRING = ("a string", lambda value: isinstance(value, str))
-_NUMBER = ("a number", _is_number)
-_METRICS = ("an object of metrics whose values are numbers", _is_metrics)
-_LOAD = ("a list of two numbers (the 1-minute load average at the start and at the end)",
-         lambda value: isinstance(value, list) and len(value) == 2 and all(map(_is_number, value)))
-# results.json (as train.py writes it), and the record made of it.
-RESULTS_FIELDS = {
-    "dev": (_METRICS, REQUIRED),
-    "test": (_METRICS, REQUIRED),
-    "command": (("a command line (a string shlex can split)", _is_command), None),
-    "wall_seconds": (_NUMBER, None),
-    "cpu_seconds": (_NUMBER, None),
-    "cores": (_NUMBER, None),
-    "load_average": (_LOAD, None),
-    "peak_memory_bytes": (_NUMBER, None),
-    "epochs": (_NUMBER, None),
-    "pieces": (_NUMBER, None),
-    "fit": (("an object (what the model recorded)", lambda value: isinstance(value, dict)), {}),
-}
-SNAPSHOT_FIELDS = {
-    "model": (_STRING, REQUIRED),
-    "preset": (_STRING, REQUIRED),
-    **RESULTS_FIELDS,
-    "dev_history": (("a list of numbers", lambda value: isinstance(value, list) and all(map(_is_number, value))), []),
-}
-
-
-def _check_fields(values, where, fields):
-    """InputError naming `where` and the key unless each of `fields` ({key:
-    ((what it must be, check), default)}) is there (or has a default) and
-    passes its check; a null is an absent key."""
-    for key, ((what, check), default) in fields.items():
-        value = values.get(key)
-        if value is None:
-            if default is REQUIRED:
-                raise InputError(f"{where}: lacks the key {key!r} ({what})")
-        elif not check(value):
-            if (what, check) == _METRICS and isinstance(value, dict):  # the metric at fault
-                metric = next(metric for metric in METRICS if not (value.get(metric) is None or _is_number(value[metric])))
-                raise InputError(f"{where}: the key '{key}.{metric}' must be a number, got {_json(value[metric])}")
-            raise InputError(f"{where}: the key {key!r} must be {what}, got {_json(value)}")
-
-
-def _with_defaults(values, fields):
-    """{key: value} of each of `fields` (checked by _check_fields), its
-    default where it is absent or null."""
-    return {key: copy.copy(default) if values.get(key) is None else values[key] for key, (_, default) in fields.items()}
-
-
-def _json(value, limit=60):
-    """A value, for errors, as JSON and short."""
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+def _run_fields(results):
+    """{key: value} of a `RunResults`' fields a run's record keeps."""
+    return {key: getattr(results, key) for key in RESULT_KEYS}
 
 
 def check_papers(papers, source):
@@ -349,20 +281,20 @@ def check_papers(papers, source):
     with an optional source string and [PAPER.ROW] tables of metrics."""
     for paper, rows in papers.items():
         if not isinstance(rows, dict):
-            raise InputError(f"{source}: {paper} must be a table [{paper}] of the paper's rows, got {_json(rows)}")
+            raise InputError(f"{source}: {paper} must be a table [{paper}] of the paper's rows, got {excerpt(rows)}")
         for name, row in rows.items():
             key = f"{paper}.{name}"
             if name == "source":
                 if not isinstance(row, str):
-                    raise InputError(f"{source}: {key} must be a string, got {_json(row)}")
+                    raise InputError(f"{source}: {key} must be a string, got {excerpt(row)}")
                 continue
             if not isinstance(row, dict):
-                raise InputError(f"{source}: {key} must be a table [{key}] of the row's metrics, got {_json(row)}")
+                raise InputError(f"{source}: {key} must be a table [{key}] of the row's metrics, got {excerpt(row)}")
             for metric, value in row.items():
                 if metric not in METRICS:
                     raise InputError(f"{source}: {key}.{metric}: unknown metric; known: {', '.join(METRICS)}")
-                if not _is_number(value):
-                    raise InputError(f"{source}: {key}.{metric} must be a number, got {_json(value)}")
+                if not is_number(value):
+                    raise InputError(f"{source}: {key}.{metric} must be a number, got {excerpt(value)}")
     return papers
 
 
@@ -381,13 +313,13 @@ def check_tables(data, papers, source, papers_source="papers.toml"):
     if isinstance(tables, dict):
         raise InputError(f"{source}: [table] must be [[table]] (an array of tables, one [[table]] per table)")
     if not isinstance(tables, list) or not all(isinstance(table, dict) for table in tables):
-        raise InputError(f"{source}: 'table' must be [[table]] entries, got {_json(tables)}")
+        raise InputError(f"{source}: 'table' must be [[table]] entries, got {excerpt(tables)}")
     ids = set()
     for number, table in enumerate(tables, start=1):
         table_id = table.get("id")
         if not isinstance(table_id, str) or not TABLE_ID.fullmatch(table_id):
             raise InputError(f"{source}: [[table]] number {number}: the key 'id' must be a name of letters, digits, "
-                             f"'_', '.' and '-' (its README block's), got {_json(table_id)}")
+                             f"'_', '.' and '-' (its README block's), got {excerpt(table_id)}")
         where = f"{source}: table {table_id!r}"
         if table_id in ids or table_id == "other-runs":
             raise InputError(f"{where}: " + ("a second table of this id" if table_id in ids else
@@ -407,7 +339,7 @@ def _check_table(table, where, papers, papers_source):
             raise InputError(f"{where}: unknown key {unknown[0]!r}; a test-suite table has only id and test_suite")
         if not isinstance(table["test_suite"], str) or not table["test_suite"]:
             raise InputError(f"{where}: the key 'test_suite' must be the path of a JSON file written by "
-                             f"`python -m tools.time_tests` (relative to the tables file), got {_json(table['test_suite'])}")
+                             f"`python -m tools.time_tests` (relative to the tables file), got {excerpt(table['test_suite'])}")
         return
     unknown = sorted(set(table) - {"id", "labels", "columns", "rows", "commands", "spread"})
     if unknown:
@@ -417,18 +349,18 @@ def _check_table(table, where, papers, papers_source):
             raise InputError(f"{where}: lacks the key {key!r}")
     labels, columns, rows = table["labels"], table["columns"], table["rows"]
     if not isinstance(labels, list) or not labels or not all(isinstance(label, str) for label in labels):
-        raise InputError(f"{where}: the key 'labels' must be a list of the label columns' headers, got {_json(labels)}")
+        raise InputError(f"{where}: the key 'labels' must be a list of the label columns' headers, got {excerpt(labels)}")
     if not isinstance(columns, list):
-        raise InputError(f"{where}: the key 'columns' must be a list of columns, got {_json(columns)}")
+        raise InputError(f"{where}: the key 'columns' must be a list of columns, got {excerpt(columns)}")
     for spec in columns:
         _column(spec, where)
     if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
-        raise InputError(f"{where}: the key 'rows' must be a list of rows ({{ run = ... }}), got {_json(rows)}")
+        raise InputError(f"{where}: the key 'rows' must be a list of rows ({{ run = ... }}), got {excerpt(rows)}")
     if table.get("commands", "details") != "details":
         raise InputError(f"{where}: the key 'commands' can only be \"details\" (fold the commands away), "
-                         f"got {_json(table['commands'])}")
+                         f"got {excerpt(table['commands'])}")
     if not isinstance(table.get("spread", False), bool):
-        raise InputError(f"{where}: the key 'spread' must be true or false, got {_json(table['spread'])}")
+        raise InputError(f"{where}: the key 'spread' must be true or false, got {excerpt(table['spread'])}")
     for number, row in enumerate(rows, start=1):
         _check_row(row, f"{where}: row {number}", len(labels), papers, papers_source)
 
@@ -441,9 +373,9 @@ def _check_row(row, where, n_labels, papers, papers_source):
     if "command" in row:
         if "run" not in row:
             raise InputError(f"{where}: 'command' makes a row's run; the row names no run")
-        if not _is_command(row["command"]) or shlex.split(row["command"])[:2] != ["python", "train.py"]:
+        if not is_command(row["command"]) or shlex.split(row["command"])[:2] != ["python", "train.py"]:
             raise InputError(f"{where}: the key 'command' must be a `python train.py ...` command line, "
-                             f"got {_json(row['command'])}")
+                             f"got {excerpt(row['command'])}")
     kinds = [kind for kind in ("run", "mean", "record") if kind in row]
     if len(kinds) > 1:
         raise InputError(f"{where}: has both {kinds[0]!r} and {kinds[1]!r}; a row is one run, the mean of runs "
@@ -454,11 +386,11 @@ def _check_row(row, where, n_labels, papers, papers_source):
         _check_record_row(row, where)
     elif "run" in row:
         if not isinstance(row["run"], str) or not row["run"]:
-            raise InputError(f"{where}: the key 'run' must be a run's name (its path below RUNS), got {_json(row['run'])}")
+            raise InputError(f"{where}: the key 'run' must be a run's name (its path below RUNS), got {excerpt(row['run'])}")
     elif "mean" in row:
         runs = row["mean"]
         if not isinstance(runs, list) or len(runs) < 2 or not all(isinstance(name, str) and name for name in runs):
-            raise InputError(f"{where}: the key 'mean' must be a list of at least two runs' names, got {_json(runs)}")
+            raise InputError(f"{where}: the key 'mean' must be a list of at least two runs' names, got {excerpt(runs)}")
         if "paper" in row:
             raise InputError(f"{where}: a mean row has no paper; a paper's row is a row of its own")
     elif "paper" not in row:
@@ -468,10 +400,10 @@ def _check_row(row, where, n_labels, papers, papers_source):
     if "paper" in row:
         paper, _, name = row["paper"].partition("/") if isinstance(row["paper"], str) else ("", "", "")
         if name == "source" or not isinstance(papers.get(paper), dict) or name not in papers[paper]:
-            raise InputError(f"{where}: the key 'paper' must name a row PAPER/ROW of {papers_source}, got {_json(row['paper'])}")
+            raise InputError(f"{where}: the key 'paper' must name a row PAPER/ROW of {papers_source}, got {excerpt(row['paper'])}")
     labels = row.get("labels")
     if not isinstance(labels, list) or len(labels) != n_labels or not all(isinstance(label, str) for label in labels):
-        raise InputError(f"{where}: the key 'labels' must be a list of {n_labels} strings (one per label column), got {_json(labels)}")
+        raise InputError(f"{where}: the key 'labels' must be a list of {n_labels} strings (one per label column), got {excerpt(labels)}")
     for label in labels:
         _check_label(label, where, "run" in row)
 
@@ -493,11 +425,11 @@ def _check_label(label, where, is_run):
 def _check_record_row(row, where):
     if not isinstance(row["record"], str) or not row["record"].endswith(".json"):
         raise InputError(f"{where}: the key 'record' must be the path of a recorded JSON file (relative to the "
-                         f"tables file), got {_json(row['record'])}")
+                         f"tables file), got {excerpt(row['record'])}")
     select = row.get("select", {})
     if not isinstance(select, dict) or not all(isinstance(value, (str, int, float)) for value in select.values()):
         raise InputError(f"{where}: the key 'select' must be a table of report keys and the values to match "
-                         f"(e.g. {{ model = \"gru\" }}), got {_json(select)}")
+                         f"(e.g. {{ model = \"gru\" }}), got {excerpt(select)}")
 
 
 COMPARISON_KEYS = {"claim", "a", "b", "metric", "paper"}
@@ -516,28 +448,28 @@ def _check_comparisons(table, where, papers, papers_source):
     if unknown:
         raise InputError(f"{where}: unknown key {unknown[0]!r}; a comparison table has id, compare and commands")
     if table.get("commands", "details") != "details":
-        raise InputError(f"{where}: the key 'commands' can only be \"details\", got {_json(table['commands'])}")
+        raise InputError(f"{where}: the key 'commands' can only be \"details\", got {excerpt(table['commands'])}")
     comparisons = table["compare"]
     if not isinstance(comparisons, list) or not comparisons or not all(isinstance(c, dict) for c in comparisons):
         raise InputError(f"{where}: the key 'compare' must be a list of comparisons ({{ claim = ..., a = [...], "
-                         f"b = [...] }}), got {_json(comparisons)}")
+                         f"b = [...] }}), got {excerpt(comparisons)}")
     for number, comparison in enumerate(comparisons, start=1):
         at = f"{where}: comparison {number}"
         unknown = sorted(set(comparison) - COMPARISON_KEYS)
         if unknown:
             raise InputError(f"{at}: unknown key {unknown[0]!r}; a comparison has {', '.join(sorted(COMPARISON_KEYS))}")
         if not isinstance(comparison.get("claim"), str) or not comparison["claim"]:
-            raise InputError(f"{at}: the key 'claim' must be the claim's words (\"A > B\"), got {_json(comparison.get('claim'))}")
+            raise InputError(f"{at}: the key 'claim' must be the claim's words (\"A > B\"), got {excerpt(comparison.get('claim'))}")
         for side in ("a", "b"):
             items = comparison.get(side)
             if not isinstance(items, list) or len(items) < MIN_SEEDS or not all(map(_is_sample, items)):
                 raise InputError(f"{at}: the key {side!r} must be a list of at least {MIN_SEEDS} runs' names or "
-                                 f"{{ record = FILE, select = {{...}} }} reports (one per seed), got {_json(items)}")
+                                 f"{{ record = FILE, select = {{...}} }} reports (one per seed), got {excerpt(items)}")
             for item in items:
                 if isinstance(item, dict):
                     _check_record_row(item, at)
         if comparison.get("metric", "rsum") not in METRICS:
-            raise InputError(f"{at}: the key 'metric' must be one of {', '.join(METRICS)}, got {_json(comparison['metric'])}")
+            raise InputError(f"{at}: the key 'metric' must be one of {', '.join(METRICS)}, got {excerpt(comparison['metric'])}")
         paper = comparison.get("paper")
         if paper is not None:
             keys = paper if isinstance(paper, list) and len(paper) == 2 else [None]
@@ -545,7 +477,7 @@ def _check_comparisons(table, where, papers, papers_source):
                 name, _, row = key.partition("/") if isinstance(key, str) else ("", "", "")
                 if row == "source" or not isinstance(papers.get(name), dict) or row not in papers[name]:
                     raise InputError(f"{at}: the key 'paper' must be two rows [A, B] (PAPER/ROW) of {papers_source}, "
-                                     f"got {_json(paper)}")
+                                     f"got {excerpt(paper)}")
 
 
 # --- Tables ---------------------------------------------------------------------------------------
@@ -963,7 +895,7 @@ def _sample(item, metric, runs, records):
     if isinstance(item, str):
         return _number(metric, runs[item])
     value = _with_sums(_select_report(records[item["record"]], item)).get(metric)
-    return value if _is_number(value) else None
+    return value if is_number(value) else None
 
 
 # --- Recorded reports -----------------------------------------------------------------------------
@@ -980,20 +912,6 @@ def _sample(item, metric, runs, records):
 # the report's keys); the table lists the record's command and, under it,
 # its date, cores and load.
 
-_DATE = ("an ISO date and time (YYYY-MM-DDTHH:MM:SS...)",
-         lambda value: isinstance(value, str) and re.fullmatch(r"\d{4}-\d\d-\d\d(T.*)?", value) is not None)
-_REPORTS = ("a list of the reports (JSON objects) the command printed",
-            lambda value: isinstance(value, list) and value and all(isinstance(report, dict) for report in value))
-RECORD_FIELDS = {
-    "command": (_STRING, REQUIRED),
-    "reports": (_REPORTS, REQUIRED),
-    "date": (_DATE, None),
-    "cores": (_NUMBER, None),
-    "cpu": (_STRING, None),
-    "load_average": (_LOAD, None),
-}
-
-
 def read_records(tables, source):
     """{file: record} of every record row's file (relative to the tables
     file `source`), each checked whole, and each row's select matching one
@@ -1007,11 +925,7 @@ def read_records(tables, source):
             file = row["record"]
             if file not in records:
                 path = Path(source).parent / file
-                record = _read_json(path)
-                if not isinstance(record, dict):
-                    raise InputError(f"{path}: not a JSON object of a recorded command (command, reports)")
-                _check_fields(record, path, RECORD_FIELDS)
-                records[file] = {**_with_defaults(record, RECORD_FIELDS), "path": str(path)}
+                records[file] = {**Measurement.read(_read_json(path), path).to_dict(), "path": str(path)}
             _select_report(records[file], row)
     return records
 
@@ -1020,7 +934,7 @@ def _select_report(record, row):
     select = row.get("select", {})
     matches = [report for report in record["reports"] if all(report.get(k) == v for k, v in select.items())]
     if len(matches) != 1:
-        what = f"the report with {_json(select)}" if select else "one report (add select = { KEY = VALUE } to choose)"
+        what = f"the report with {excerpt(select)}" if select else "one report (add select = { KEY = VALUE } to choose)"
         raise InputError(f"{record['path']}: {len(matches)} reports match where the tables need {what}")
     return matches[0]
 
@@ -1030,7 +944,7 @@ def _record_cell(column, report, origin):
         return column.cell(report, origin) if column.source == "value" else ""
     if column in METRICS:
         value = report.get(column)
-        return _metric_cell(column, value) if _is_number(value) else ""
+        return _metric_cell(column, value) if is_number(value) else ""
     return ""
 
 
@@ -1051,21 +965,6 @@ def _record_sentence(file, record):
 # the JSON FILE (relative to the tables file) that `python -m
 # tools.time_tests` wrote: how the suite ended and what its time measured.
 
-_COUNTS = ("an object of pytest's outcome counts (whole numbers ≥ 0)",
-           lambda value: isinstance(value, dict) and all(isinstance(count, int) and not isinstance(count, bool)
-                                                          and count >= 0 for count in value.values()))
-TEST_SUITE_FIELDS = {
-    "command": (_STRING, REQUIRED),
-    "date": (_DATE, REQUIRED),
-    "exit_status": (("a whole number", lambda value: isinstance(value, int) and not isinstance(value, bool)), REQUIRED),
-    "counts": (_COUNTS, REQUIRED),
-    "wall_seconds": (_NUMBER, REQUIRED),
-    "cpu_seconds": (_NUMBER, REQUIRED),
-    "cores": (_NUMBER, REQUIRED),
-    "load_average": (_LOAD, REQUIRED),
-    "python": (_STRING, REQUIRED),
-    "tensorflow": (_STRING, None),  # null: not installed
-}
 # The outcomes in the order of the sentence (pytest's summary line order
 # varies); any other a plugin counts comes after them. Warnings are not
 # outcomes of tests.
@@ -1081,11 +980,7 @@ def read_test_suites(tables, source):
     for table in tables:
         if "test_suite" in table:
             path = Path(source).parent / table["test_suite"]
-            record = _read_json(path)
-            if not isinstance(record, dict):
-                raise InputError(f"{path}: not a JSON object; not written by `python -m tools.time_tests`?")
-            _check_fields(record, path, TEST_SUITE_FIELDS)
-            suites[table["id"]] = _with_defaults(record, TEST_SUITE_FIELDS)
+            suites[table["id"]] = TestSuiteRun.read(_read_json(path), path).to_dict()
     return suites
 
 
@@ -1176,7 +1071,7 @@ def plot_recalls(table, runs, fmt="png", origins=None):
         curves = {}
         for direction in ("i2t", "t2i"):
             for k in RECALL_KS:
-                if not _is_number(record["test"].get(f"{direction}_r{k}")):
+                if not is_number(record["test"].get(f"{direction}_r{k}")):
                     where = (origins or {}).get(row["run"], f"run {row['run']!r}")
                     raise InputError(f"{where}: lacks the key 'test.{direction}_r{k}', which the recall@K plot (--plot) draws")
             curves[direction] = [record["test"][f"{direction}_r{k}"] for k in RECALL_KS]

@@ -7,15 +7,15 @@
 Runs `python -m pytest` with the given arguments (none: the README's test
 command) from the repository's root, passing its output through, and
 writes to --out (atomically; default: the repository's
-results/test_suite.json) a JSON object: the command, the date (UTC),
-pytest's exit status, the outcome counts of its final summary line
-("894 passed, 3 deselected in 664.82s (0:11:04)": passed, failed,
-errors, skipped, deselected, xfailed, ...), the wall seconds, the CPU
-seconds (user + system) of pytest and every process it waited for, the
-cores this process may use, the 1-minute load average at the start and
-at the end, and the Python and TensorFlow versions (the date, cores,
-load and versions taken as the benchmarks' `--record` takes them:
-`tools.records`). A failed suite is recorded too (the report says it
+results/test_suite.json) a `common.records.TestSuiteRun`: the command,
+the date (UTC), pytest's exit status, the outcome counts of its final
+summary line ("894 passed, 3 deselected in 664.82s (0:11:04)": passed,
+failed, errors, skipped, deselected, xfailed, ...), the wall seconds, the
+CPU seconds (user + system) of pytest and every process it waited for,
+the cores this process may use, the 1-minute load average at the start
+and at the end, and the Python and TensorFlow versions (the date, cores,
+load and versions taken as the benchmarks' `--record` takes them). A
+failed suite is recorded too (the report says it
 failed); the exit status is pytest's. Every argument but `--out FILE` /
 `--out=FILE` goes to pytest (paths in them are relative to the
 repository's root, where pytest runs; --out's to the current directory).
@@ -32,9 +32,9 @@ import sys
 import time
 from pathlib import Path
 
+from common import machine, records
 from common.errors import InputError
 from common.files import check_output_file, write_json_atomically
-from tools import records
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = str(ROOT / "results" / "test_suite.json")
@@ -105,7 +105,7 @@ def time_tests(pytest_args, out=None, output=None):
     output = sys.stdout if output is None else output
     command = ["python", "-m", "pytest", *pytest_args]  # as the README writes it; run with this interpreter
     date = records.utc_now()
-    load_start = records.load_average()
+    load_start = machine.load_average()
     cpu_start = _cpu_seconds_of_children()
     start = time.monotonic()
     last_lines = []
@@ -117,22 +117,15 @@ def time_tests(pytest_args, out=None, output=None):
             last_lines = [*last_lines[-19:], line]  # the summary line is the last, or nearly
     wall_seconds = time.monotonic() - start
     cpu_seconds = _cpu_seconds_of_children() - cpu_start
-    load_end = records.load_average()
+    load_end = machine.load_average()
     counts = parse_summary(last_lines)
-    record = {
-        "command": shlex.join(command),
-        "date": date,
-        "exit_status": process.returncode,
-        "counts": {} if counts is None else counts,
-        "wall_seconds": round(wall_seconds, 1),
-        "cpu_seconds": round(cpu_seconds, 1),
-        "cores": records.cores(),
-        "load_average": [load_start, load_end],
-        **records.versions(),
-    }
+    record = records.TestSuiteRun(
+        command=shlex.join(command), date=date, exit_status=process.returncode, counts={} if counts is None else counts,
+        wall_seconds=round(wall_seconds, 1), cpu_seconds=round(cpu_seconds, 1), cores=machine.cores(),
+        load_average=[load_start, load_end], **records.versions())
     if out is not None:
-        write_json_atomically(out, json.dumps(record, indent=1) + "\n")
-    return process.returncode, record
+        write_json_atomically(out, record.to_json())
+    return process.returncode, record.to_dict()
 
 
 def main(argv=None):

@@ -20,7 +20,7 @@ Two reports, one column per model:
 
 A bag-of-words model scores every permutation the same (Delta = 0).
 
-`--json FILE` also writes the results as a record (`tools.records`: the
+`--json FILE` also writes the results as a record (`common.records`: the
 command, date, cores, CPU and load, and one report per model, its "model"
 the directory or SavedModel given) that `python -m tools.report` renders.
 """
@@ -31,10 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
+from common import records
 from common.errors import InputError, count, count_or_zero, run_command
 from data import readers, splits
 from data.embedded import EMBEDDED_DATA
-from tools import records
 
 TABLE5_IMAGE = "1258913059_07c613f7ff.jpg"
 IMAGE_GROUP = 20

@@ -2,39 +2,6 @@ import pytest
 
 from tools import hardware
 
-X86_CPUINFO = """processor\t: 0
-vendor_id\t: GenuineIntel
-model name\t: Intel(R) Xeon(R) Platinum 8480+
-flags\t\t: fpu sse2 avx2 avx512f avx512_vnni avx512_bf16 amx_bf16 amx_tile avx512_fp16
-bugs\t\t: spectre_v1
-
-processor\t: 1
-flags\t\t: fpu sse2 avx2
-"""
-
-ARM_CPUINFO = """processor\t: 0
-BogoMIPS\t: 50.00
-Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid bf16
-CPU implementer\t: 0x41
-"""
-
-
-@pytest.mark.parametrize("text, flags", [
-    (X86_CPUINFO, {"fpu", "sse2", "avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile",
-                   "avx512_fp16"}),  # the first processor's
-    (ARM_CPUINFO, {"fp", "asimd", "evtstrm", "aes", "pmull", "sha1", "sha2", "crc32", "atomics", "fphp", "asimdhp",
-                   "cpuid", "bf16"}),
-    ("processor\t: 0\nmodel name\t: something else\n", None),
-])
-def test_the_cpu_flags_are_read_from_an_x86_or_aarch64_cpuinfo(tmp_path, text, flags):
-    path = tmp_path / "cpuinfo"
-    path.write_text(text)
-    assert hardware.read_cpu_flags(path) == (None if flags is None else frozenset(flags))
-
-
-def test_an_unreadable_cpuinfo_is_unknown(tmp_path):
-    assert hardware.read_cpu_flags(tmp_path / "missing") is None
-
 
 @pytest.mark.parametrize("flags, precision", [
     ({"avx2", "avx512f", "avx512_vnni"}, "none"),  # AVX-512 without bf16 or fp16 arithmetic
