@@ -505,6 +505,9 @@ def render(tables, papers, runs, root, source="tables.toml", origins=None, suite
             block = render_comparisons(table, papers, runs, root, records)
         else:
             block = render_table(table, papers, runs, root, source, origins, records)
+            if block is None and _reproducible(table):
+                block = (f"No run of this table is recorded yet: `python -m tools.reproduce {table['id']}` "
+                         "trains its runs, then prints it.")
         if block is not None:
             blocks[table["id"]] = block
     others = [name for name in runs if name not in named]
@@ -517,6 +520,13 @@ def render(tables, papers, runs, root, source="tables.toml", origins=None, suite
         }
         blocks["other-runs"] = render_table(table, papers, runs, root, source, origins)
     return blocks
+
+
+def _reproducible(table):
+    """Whether every run row of a table of runs gives the command that
+    makes its run (`tools.reproduce`)."""
+    run_rows = [row for row in table["rows"] if "run" in row]
+    return bool(run_rows) and all("command" in row for row in run_rows)
 
 
 def _literal(text):

@@ -1,4 +1,6 @@
 import numpy as np
+import pytest
+import tensorflow as tf
 
 from data import pipeline
 
@@ -57,3 +59,27 @@ def test_dataset_gathers_features_and_trims_padding():
         np.testing.assert_array_equal(batch["token_ids"], data.token_ids[indices, :width])
         np.testing.assert_array_equal(batch["image_index"], data.caption_image[indices])
         np.testing.assert_array_equal(batch["image_features"], data.images[data.caption_image[indices]])
+
+
+@pytest.mark.parametrize("sampling", ["all_captions", "one_caption_per_image"])
+def test_a_training_pair_is_a_caption_and_its_own_image_from_the_files(sampling):
+    # The path training takes (the split as train.py reads it, tokenised, ordered, gathered) against the files
+    # read here by hand: caption line j of train_caps.txt belongs to image row j // 5 of train_ims.npy
+    # (data/f8k_precomp/README.md).
+    from data import splits
+    from data.vocabulary import Vocabulary
+    from layers.text_vectorizer import TextVectorizer
+    from tests.helpers import EMBEDDED_DATA
+
+    images = np.load(EMBEDDED_DATA / "train_ims.npy")[:400].astype(np.float32)
+    lines = (EMBEDDED_DATA / "train_caps.txt").read_text(encoding="utf-8").splitlines()[:2000]
+    split = splits.load_split(EMBEDDED_DATA, "train").first_images(400)
+    vectorizer = TextVectorizer(Vocabulary.build(lines).tokens)
+    data = pipeline.tokenize_split(split, vectorizer)
+    batches = pipeline.epoch_order(data, sampling, batch_size=64, seed=1, epoch=2)
+    for batch, indices in zip(pipeline.training_dataset(data, batches[:3]), batches[:3]):
+        expected_ids = vectorizer(tf.constant([lines[j] for j in indices])).numpy()
+        width = batch["token_ids"].shape[1]
+        np.testing.assert_array_equal(batch["token_ids"].numpy(), expected_ids[:, :width])
+        np.testing.assert_array_equal(batch["image_features"].numpy(), images[indices // 5])
+        np.testing.assert_array_equal(batch["image_index"].numpy(), indices // 5)

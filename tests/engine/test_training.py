@@ -363,5 +363,23 @@ def test_epochs_in_all_cap_the_phases_together(epochs_in_all, epoch, over):
         state=types.SimpleNamespace(epoch=epoch, phase_start_epoch=37, phase=1, validations_since_best=0),
         model=types.SimpleNamespace(num_phases=2),
     )
-    assert training._Loop._phase_over(loop) is over
+    assert training._TrainingLoop._phase_over(loop) is over
     assert training._epochs_at_most(loop.model, loop.cfg.train) == (epochs_in_all or 400)
+
+
+def test_the_full_network_embeddings_statistics_are_the_training_images(trained_fne):
+    # The tiny run trained on the first 160 training images (TINY): its FNE standardises by their per-feature
+    # mean and standard deviation, read here from the file by hand; the dev images' would be another model.
+    from tests.helpers import EMBEDDED_DATA
+
+    checkpoint = tf.train.load_checkpoint(str(trained_fne / "best"))
+    names = checkpoint.get_variable_to_shape_map()
+    [mean_key] = [name for name in names if "image_input/mean" in name]
+    [std_key] = [name for name in names if "image_input/std" in name]
+    train = np.load(EMBEDDED_DATA / "train_stages.npy")[:160].astype(np.float64)
+    dev = np.load(EMBEDDED_DATA / "dev_stages.npy")[:160].astype(np.float64)
+    # float16 features summed in float32 over 160 rows: agreement to ~1e-4 of the values' scale.
+    np.testing.assert_allclose(checkpoint.get_tensor(mean_key), train.mean(axis=0), rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(checkpoint.get_tensor(std_key), np.where(train.std(axis=0) > 0, train.std(axis=0), 1.0),
+                               rtol=1e-3, atol=1e-4)
+    assert np.abs(checkpoint.get_tensor(mean_key) - dev.mean(axis=0)).max() > 100 * 1e-4

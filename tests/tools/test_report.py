@@ -52,9 +52,11 @@ def test_every_paper_row_and_every_table_row_resolves():
     papers = report.read_toml(report.RESULTS_DIR / "papers.toml")
     root, runs = report.read_snapshot(SNAPSHOT)
     for table in report.read_toml(report.RESULTS_DIR / "tables.toml")["table"]:
+        # A run not recorded yet comes with the command that makes it (tools.reproduce).
+        made = {row["run"] for row in table.get("rows", []) if "command" in row}
         for row in table.get("rows", []):  # a test-suite table has none
             assert len(row["labels"]) == len(table["labels"]), (table["id"], row)
-            assert report._row_runs(row) <= runs.keys(), (table["id"], row)
+            assert report._row_runs(row) <= runs.keys() | made, (table["id"], row)
             if "paper" in row:
                 assert report._paper_row(papers, row["paper"])
     # The papers' rsums, computed from their recalls, are the ones they print.

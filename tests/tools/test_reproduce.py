@@ -109,3 +109,12 @@ def test_a_table_with_a_finished_and_an_interrupted_run_trains_only_the_interrup
     before = (runs / "interrupted" / "results.json").read_bytes()
     assert reproduce.main(argv) == 0
     assert (runs / "interrupted" / "results.json").read_bytes() == before
+
+
+def test_a_table_of_commands_without_runs_says_how_to_make_them(tmp_path):
+    reproducible = _plan(tmp_path, '{ run = "a", labels = ["a"], command = "python train.py --model gru" }')
+    (plain,) = report.check_tables(_toml('[[table]]\nid = "p"\nlabels = ["run"]\ncolumns = ["rsum"]\n'
+                                         'rows = [{ run = "a", labels = ["a"] }]\n'), {}, "tables.toml")
+    blocks = report.render([reproducible, plain], {}, {}, "runs", suites={}, records={})
+    assert blocks == {"t": "No run of this table is recorded yet: `python -m tools.reproduce t` trains its runs, "
+                           "then prints it."}
