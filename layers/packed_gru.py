@@ -1,8 +1,13 @@
 """A GRU that computes real tokens only (VSE++'s packed sequences, in TF)."""
 
+from typing import NamedTuple
+
 import keras
 import tensorflow as tf
 from tensorflow.python.ops import control_flow_util
+from tensorflow.python.util import _pywrap_util_port
+
+from common import machine
 
 
 @keras.saving.register_keras_serializable(package="retrieval_zoo")
@@ -36,7 +41,9 @@ class PackedGRU(keras.layers.GRU):
     reverse loop carries only the [n_t, H] state gradient, and U's
     gradient is one [H, N] x [N, 3H] product over the N = sum_t n_t real
     steps after it, as cuDNN does. The input projection x W + b of all
-    steps is one matmul before the loop.
+    steps is one matmul before the loop. The steps' products read U or U^T,
+    whichever this CPU's kernels multiply faster (`weights_read_transposed`:
+    on AVX2, U^T for h U, twice as fast as U).
 
     Under XLA (fixed shapes only) and on a GPU where Keras runs cuDNN
     (which also skips padding), the layer is Keras' GRU itself.
@@ -106,6 +113,7 @@ class PackedGRU(keras.layers.GRU):
             *recurrent_masks,
             reset_after=cell.reset_after,
             training=training,
+            read_transposed=weights_read_transposed(),
         )
         return tf.gather(state, tf.argsort(order))
 
@@ -167,12 +175,45 @@ def _gates(matrix, count):
     return tf.split(matrix, 3, axis=-1) if count == 3 else [matrix]
 
 
-def _times_transpose(a, b):
-    """a b^T, without materialising b^T (at every step of a loop)."""
-    return tf.matmul(a, b, transpose_b=True)
+def weights_read_transposed():
+    """Whether the recurrent products x U and x U^T run faster reading the
+    weights transposed (x U from U^T with `transpose_b`, x U^T from U) than
+    as they are (x U from U, x U^T from a copy of U^T).
+
+    TensorFlow's CPU matmul is oneDNN's sgemm, whose kernels depend on the
+    instruction set. Measured on an AMD EPYC (one core, GFLOP/s, x [n, 1024]
+    times [1024, 3072], n = 128 / 48 / 12; the AVX2 kernels under
+    ONEDNN_MAX_CPU_ISA=AVX2): AVX2 reads U^T at 82 / 60 / 29 but U at
+    46 / 43 / 30; AVX-512 reads U at 87 / 74 / 27 and U^T at 77 / 51 / 27;
+    without oneDNN (TF_ENABLE_ONEDNN_OPTS=0, Eigen) U at 93 / 75 / 31 and
+    U^T at 24 / 10 / 3. So: transposed on oneDNN below AVX-512.
+    """
+    level = machine.instruction_set(machine.TENSORFLOW_ISA_CAPS).level
+    # TensorFlow's own test of whether its oneDNN kernels are on (no public API).
+    return _pywrap_util_port.IsMklEnabled() and level in machine.X86_ISA_LEVELS[1:]
 
 
-def _packed_recurrence(projected, recurrent_kernel, recurrent_bias, alive, batch, *masks, reset_after, training):
+class _Weights(NamedTuple):
+    """A weight matrix M and M^T, for products that read whichever of the
+    two their kernel multiplies fastest (`weights_read_transposed`)."""
+
+    matrix: tf.Tensor
+    transposed: tf.Tensor
+
+    def flipped(self):
+        """M^T (and M)."""
+        return _Weights(self.transposed, self.matrix)
+
+    def split(self):
+        """M's z, r, h column blocks, and [M_z M_r]."""
+        columns = self.matrix.shape[-1]
+        blocks = zip(tf.split(self.matrix, 3, axis=-1), tf.split(self.transposed, 3, axis=0))
+        pair = _Weights(self.matrix[:, : 2 * columns // 3], self.transposed[: 2 * columns // 3])
+        return (*(_Weights(*block) for block in blocks), pair)
+
+
+def _packed_recurrence(projected, recurrent_kernel, recurrent_bias, alive, batch, *masks, reset_after, training,
+                       read_transposed=False):
     """The GRU recurrence over length-sorted sequences, with its gradient.
 
     Args:
@@ -186,6 +227,9 @@ def _packed_recurrence(projected, recurrent_kernel, recurrent_bias, alive, batch
       reset_after: which GRU variant.
       training: whether to keep each step's values for the written-out
         backward pass.
+      read_transposed: whether the step's products with U (forward) and
+        U^T (backward) read U^T and U from memory, rather than U and U^T
+        (`weights_read_transposed`).
 
     Returns:
       float [B, H]: each sequence's last state.
@@ -204,14 +248,20 @@ def _packed_recurrence(projected, recurrent_kernel, recurrent_bias, alive, batch
         """h o m_z, h o m_r, h o m_h (the same h without recurrent dropout)."""
         return [state * m[:rows] for m in masks] if masks else [state] * 3
 
-    def blocks(recurrent_kernel):
-        """U_z, U_r, U_h and [U_z U_r]."""
-        return (*tf.split(recurrent_kernel, 3, axis=-1), recurrent_kernel[:, : 2 * units])
+    def times(a, weights):
+        """a M, reading M^T or M (`read_transposed`)."""
+        if read_transposed:
+            return tf.matmul(a, weights.transposed, transpose_b=True)
+        return a @ weights.matrix
 
-    def run(projected, recurrent_kernel, recurrent_bias, save):
+    def times_transpose(a, weights):
+        """a M^T."""
+        return times(a, weights.flipped())
+
+    def run(projected, kernel, recurrent_bias, save):
         """The last states, and (with `save`) each step's h, z, r, h~ and
         the candidate's recurrent term for the backward pass."""
-        u_z, u_r, u_h, u_zr = blocks(recurrent_kernel)
+        u_z, u_r, u_h, u_zr = kernel.split()
         b_zr, b_h = recurrent_bias[: 2 * units], recurrent_bias[2 * units :]
 
         def step(t, state, finals, saved):
@@ -221,19 +271,19 @@ def _packed_recurrence(projected, recurrent_kernel, recurrent_bias, alive, batch
             h_z, h_r, h_h = gate_inputs(state, n)
             x_zr, x_h = tf.split(projected[offsets[t] : offsets[t] + n], [2 * units, units], axis=-1)
             if masks:
-                a_zr = tf.concat([h_z @ u_z, h_r @ u_r], axis=-1) + b_zr
+                a_zr = tf.concat([times(h_z, u_z), times(h_r, u_r)], axis=-1) + b_zr
             elif reset_after:
-                a_zr, a_h = tf.split(state @ recurrent_kernel + recurrent_bias, [2 * units, units], axis=-1)
+                a_zr, a_h = tf.split(times(state, kernel) + recurrent_bias, [2 * units, units], axis=-1)
             else:
-                a_zr = state @ u_zr
+                a_zr = times(state, u_zr)
             z, r = tf.split(tf.sigmoid(x_zr + a_zr), 2, axis=-1)
             if reset_after:
                 if masks:
-                    a_h = h_h @ u_h + b_h
+                    a_h = times(h_h, u_h) + b_h
                 candidate_input, extra = r * a_h, a_h
             else:
                 extra = r * h_h
-                candidate_input = extra @ u_h
+                candidate_input = times(extra, u_h)
             candidate = tf.tanh(x_h + candidate_input)
             saved = [a.write(t, v) for a, v in zip(saved, (state, z, r, candidate, extra))]
             return t + 1, z * state + (1 - z) * candidate, finals, saved
@@ -250,8 +300,9 @@ def _packed_recurrence(projected, recurrent_kernel, recurrent_bias, alive, batch
         return tf.ensure_shape(finals.write(0, state).concat(), [None, units]), saved
 
     def forward(projected, recurrent_kernel, recurrent_bias):
-        final, saved = run(projected, recurrent_kernel, recurrent_bias, save=True)
-        u_z, u_r, u_h, u_zr = blocks(recurrent_kernel)
+        kernel = _Weights(recurrent_kernel, tf.transpose(recurrent_kernel))
+        final, saved = run(projected, kernel, recurrent_bias, save=True)
+        u_z, u_r, u_h, u_zr = kernel.split()
 
         def backward(d_final):
             d_final = tf.convert_to_tensor(d_final)  # IndexedSlices from the unsorting gather
@@ -267,18 +318,18 @@ def _packed_recurrence(projected, recurrent_kernel, recurrent_bias, alive, batch
                     d_a_h, d_r = d_candidate * r, d_candidate * extra
                 else:
                     d_a_h = d_candidate
-                    d_reset_state = _times_transpose(d_candidate, u_h)
+                    d_reset_state = times_transpose(d_candidate, u_h)
                     d_r, d_h_h = d_reset_state * h_h, d_reset_state * r
                 d_r = d_r * r * (1 - r)
                 d_a = tf.concat([d_z, d_r, d_a_h], axis=-1)
                 if masks:
-                    products = [_times_transpose(d_z, u_z), _times_transpose(d_r, u_r)]
-                    products.append(_times_transpose(d_a_h, u_h) if reset_after else d_h_h)
+                    products = [times_transpose(d_z, u_z), times_transpose(d_r, u_r)]
+                    products.append(times_transpose(d_a_h, u_h) if reset_after else d_h_h)
                     d_previous += tf.add_n([p * m[:n] for p, m in zip(products, masks)])
                 elif reset_after:
-                    d_previous += _times_transpose(d_a, recurrent_kernel)
+                    d_previous += times_transpose(d_a, kernel)
                 else:
-                    d_previous += _times_transpose(tf.concat([d_z, d_r], axis=-1), u_zr) + d_h_h
+                    d_previous += times_transpose(tf.concat([d_z, d_r], axis=-1), u_zr) + d_h_h
                 d_x = tf.concat([d_z, d_r, d_candidate], axis=-1)
                 d_projected = d_projected.write(t, d_x)
                 # The rows that ended at step t - 1 take the output's gradient.
@@ -313,5 +364,5 @@ def _packed_recurrence(projected, recurrent_kernel, recurrent_bias, alive, batch
     if not training:
         # Nothing kept for the written-out backward pass (autodiff of the
         # loop still gives the gradient, more slowly).
-        return run(projected, recurrent_kernel, recurrent_bias, save=False)[0]
+        return run(projected, _Weights(recurrent_kernel, tf.transpose(recurrent_kernel)), recurrent_bias, save=False)[0]
     return tf.custom_gradient(forward)(projected, recurrent_kernel, recurrent_bias)
