@@ -57,6 +57,11 @@ date, machine and versions (`common.records`); `--hardware`'s two lines are
 recorded as one report, {"hardware": ..., "precision": ...}. A FILE that
 cannot be written is an error before anything is timed.
 
+Every timing report names the instruction set TensorFlow's kernels ran
+on (`isa`: "avx512", or e.g. "avx2 (ONEDNN_MAX_CPU_ISA=AVX2 on an avx512
+CPU)" when a variable caps oneDNN's; `common.machine.instruction_set`), so
+a figure measured on the AVX2 code paths says so.
+
 Training reports give pairs/s, the step time, and the GFLOP/s achieved on
 the model's matrix products (`RetrievalModel.forward_flops`, times 3 for
 the forward and backward passes) beside this machine's float32 matmul rate.
@@ -205,7 +210,8 @@ def encoding_throughput(path, repeats=3):
         for a in range(0, len(captions), 256):
             model.encode_text(tf.constant(captions[a : a + 256]))
         best = min(best, time.perf_counter() - began)
-    return {"saved_model": path, "captions": len(captions), "captions_per_s": round(len(captions) / best, 1)}
+    return {"saved_model": path, "isa": str(machine.instruction_set()), "captions": len(captions),
+            "captions_per_s": round(len(captions) / best, 1)}
 
 
 COST_EVAL_IMAGES = {"eval_1k": None, "eval_5k": 5000}  # None: the split itself
@@ -214,7 +220,7 @@ COST_EVAL_IMAGES = {"eval_1k": None, "eval_5k": 5000}  # None: the split itself
 def cost_row(model_name, args):
     """The cost table's row of one model (see the module docstring): each
     stage in a `Worker` process of its own."""
-    report = {"model": model_name, "preset": args.preset, "overrides": args.set}
+    report = {"model": model_name, "preset": args.preset, "overrides": args.set, "isa": str(machine.instruction_set())}
     evaluations = [size for size in COST_EVAL_IMAGES if not (args.skip_5k and size == "eval_5k")]
     for stage in ("train", *evaluations, "encode"):
         with Worker(f"the {stage} stage of {model_name}", _cost_worker, stage, model_name, args) as worker:
@@ -297,6 +303,7 @@ def measure(model_name, args):
         "preset": args.preset,
         "overrides": args.set,
         "devices": [d.name for d in tf.config.list_logical_devices()],
+        "isa": str(machine.instruction_set()),
     }
     if not args.eval_only:
         report.update(time_training(model, config, train_split, args))

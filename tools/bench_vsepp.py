@@ -9,7 +9,14 @@ needs `pip install torch`) on the same batches, VSE++ in a process of its
 own (a `tools.worker.Worker`: if it dies, say of an import error in the
 clone, the benchmark ends with its reason), and reports the pairs/s of each. The model must be one of the `gru`
 family (a `models.vse.VSEConfig`: `gru`, the RCNs, the Vilalta et al.
-pipelines); VSE++ is built with its options. `--record FILE` also writes
+pipelines); VSE++ is built with its options. The report names the
+instruction set each side's kernels ran on (`zoo_isa`, capped by
+ONEDNN_MAX_CPU_ISA; `vsepp_isa`, capped by MKL_ENABLE_INSTRUCTIONS too):
+the AVX2 paths of an AVX-512 CPU are timed with
+
+    ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 python -m tools.bench_vsepp ../vsepp --preset paper
+
+`--record FILE` also writes
 the report to FILE, with the command, date, machine and versions
 (`common.records`).
 """
@@ -21,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import records
+from common import machine, records
 from common.errors import count, run_command
 from tools.timing import (
     add_experiment_arguments,
@@ -108,6 +115,9 @@ def compare_with_vsepp(name, args):
         "overrides": args.set,
         "batch_size": train.batch_size,
         "steps_per_round": args.steps,
+        # Each side's kernels' instruction set (oneDNN's caps TensorFlow's, MKL's PyTorch's products).
+        "zoo_isa": str(machine.instruction_set(machine.TENSORFLOW_ISA_CAPS)),
+        "vsepp_isa": str(machine.instruction_set(machine.PYTORCH_ISA_CAPS)),
         "train_gflop_per_step": None if flops is None else significant(flops / 1e9),
         "rounds_pairs_per_s": rounds,
         "median_zoo_vs_vsepp": round(float(np.median([r["zoo_vs_vsepp"] for r in rounds])), 2),

@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from common import machine
 from common.errors import count, count_or_zero
 from data import splits
 
@@ -73,11 +74,14 @@ def untrained_model(name, preset, overrides=(), every_word=False):
 def time_training(model, config, train_split, args):
     """Training throughput on real batches through the trainer's own step,
     and the GFLOP/s that makes of the model's matrix products (training =
-    3 x `forward_flops`), against this machine's float32 matmul rate."""
+    3 x `forward_flops`), against this machine's float32 matmul rate; with
+    the instruction set TensorFlow's kernels ran on (`isa`, e.g. "avx512",
+    or "avx2 (ONEDNN_MAX_CPU_ISA=AVX2 on an avx512 CPU)")."""
     batches = training_batches(model, config, train_split, args.warmup + args.steps)
     step = zoo_step(model, config, batches[: args.warmup])
     seconds = time_steps(step, batches[args.warmup :])
-    report = {"batch_size": config.train.batch_size, **throughput(config, args.steps, seconds)}
+    report = {"isa": str(machine.instruction_set()), "batch_size": config.train.batch_size,
+              **throughput(config, args.steps, seconds)}
     flops = training_flops(model, batches[args.warmup :])
     if flops is not None:
         report["train_gflop_per_step"] = significant(flops / 1e9)
@@ -147,11 +151,17 @@ def training_flops(model, batches):
 
 def machine_matmul_gflops(repeats=20):
     """The best float32 rate of a [128, 1024] x [1024, 3072] product here
-    (a GRU's recurrent product at batch 128), in GFLOP/s."""
+    (a GRU's recurrent product at batch 128), in GFLOP/s: the best of
+    reading the [1024, 3072] matrix as it is and transposed, as
+    `layers.packed_gru` does (oneDNN's AVX2 kernels run the first at about
+    half their rate)."""
     import tensorflow as tf
 
     a, b = tf.random.normal([128, 1024]), tf.random.normal([1024, 3072])
-    product = tf.function(lambda: tf.reduce_sum(a @ b))
-    product()
-    best = min(time_steps(lambda _: float(product()), [None]) for _ in range(repeats))
+    b_transposed = tf.transpose(b)
+    best = float("inf")
+    for product in (lambda: a @ b, lambda: tf.matmul(a, b_transposed, transpose_b=True)):
+        summed = tf.function(lambda: tf.reduce_sum(product()))
+        summed()
+        best = min(best, *(time_steps(lambda _: float(summed()), [None]) for _ in range(repeats)))
     return round(2 * 128 * 1024 * 3072 / best / 1e9, 1)

@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from common import machine
 from data.readers import RetrievalSplit
 from tools import bench, timing
 
@@ -38,6 +39,7 @@ def test_bench_reports_throughput_and_cost_relative_to_the_first_model(tmp_path,
         rate = report["train_gflop_per_step"] / (report["train_step_ms"] / 1000)
         assert report["train_gflops_per_s"] > 0 and abs(report["train_gflops_per_s"] - rate) < 0.02 * rate
         assert report["machine_matmul_gflops_per_s"] > 0
+        assert report["isa"] == str(machine.instruction_set())
     assert second["train_gflop_per_step"] > first["train_gflop_per_step"]  # 4 capsules, 4 recursions
 
 
@@ -72,6 +74,7 @@ def test_bench_times_evaluation(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert read_record(record_file)["reports"] == [report]  # one report: a list of one
     assert report["eval_images"] == 1000 and report["eval_captions"] == 5000 and report["eval_seconds"] > 0
+    assert report["isa"] == str(machine.instruction_set())  # which kernels the figures ran on
 
 
 def test_bench_times_the_evaluation_of_an_ensemble_at_a_larger_size(trained_mcnn_members, short_test_data, capsys):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from common import machine
 from tools import bench_vsepp
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,6 +81,9 @@ def test_vsepp_comparison_records_its_report(tmp_path, monkeypatch, capsys):
     assert bench_vsepp.main([*argv, "--record", str(tmp_path / "vsepp.json")]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["model"] == "gru" and len(report["rounds_pairs_per_s"]) == 1
+    # Each side's instruction set, under the caps of its own libraries.
+    assert report["zoo_isa"] == str(machine.instruction_set(machine.TENSORFLOW_ISA_CAPS))
+    assert report["vsepp_isa"] == str(machine.instruction_set(machine.PYTORCH_ISA_CAPS))
     record = json.loads((tmp_path / "vsepp.json").read_text())
     assert record["reports"] == [report]
     assert record["command"] == f"python -m tools.bench_vsepp {clone} {' '.join(TINY)} --steps 1 --warmup 0 --rounds 1"
