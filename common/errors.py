@@ -28,16 +28,24 @@ def count_or_zero(text):
     return count(text, 0)
 
 
-def error_reason(error):
-    """The reason an exception gives, short: the first line, without
+# The lines of a TensorFlow error's message that say where it happened, not what is wrong.
+TENSORFLOW_TRACE_LINES = ("Graph execution error", "Detected at node", "<stack traces", "[[")
+
+
+def error_reason(error, limit=200):
+    """The reason an exception gives, in one line of at most `limit`
+    characters: the first line of its message that says what is wrong (not
+    TensorFlow's graph-execution preamble, node or stack lines), without
     TensorFlow's node names and op tags, and for "<file>; <reason>" the
-    reason only (e.g. "File too large" from a failed checkpoint write)."""
+    reason only (e.g. "File too large" from a failed checkpoint write); the
+    exception's type name when its message says nothing."""
     import re
 
-    message = str(getattr(error, "message", None) or error).strip() or type(error).__name__
-    message = re.sub(r"\{\{[^}]*\}\}\s*|\s*\[Op:\w+\]", "", message).strip()
-    line = next((line for line in message.splitlines() if line.strip()), message)
-    return line.rsplit("; ", 1)[-1][:200]
+    message = str(getattr(error, "message", None) or error)
+    message = re.sub(r"\{\{[^}]*\}\}\s*|\s*\[Op:\w+\]", "", message)
+    lines = [line.strip() for line in message.splitlines()]
+    said = [line for line in lines if line and not line.startswith(TENSORFLOW_TRACE_LINES)]
+    return said[0].rsplit("; ", 1)[-1][:limit] if said else type(error).__name__
 
 
 def run_command(body, args):

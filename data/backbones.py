@@ -13,7 +13,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from common.errors import InputError
+from common.errors import InputError, error_reason
 from data import efficientnet_lite
 from data.image_decoding import CROP
 
@@ -152,7 +152,7 @@ def hub_backbone(handle):
     try:
         module = hub.load(handle)
     except Exception as error:  # hub raises whatever its resolver or loader does.
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        reason = error_reason(error, limit=300)
         if "://" in handle or not Path(handle).exists():
             raise InputError(
                 f"--backbone tfhub:{handle}: cannot download the module ({reason}); download it elsewhere and "
@@ -177,7 +177,7 @@ def hub_backbone(handle):
         probe = _feature_output(function(tf.zeros([1, height, width, 3], tf.float32)))
     except Exception as error:  # noqa: BLE001  whatever the module's function raises on a bad input
         raise InputError(f"--backbone tfhub:{handle}: the module does not run on [batch, {height}, {width}, 3] "
-                         f"float32 images ({_first_line(error)})") from None
+                         f"float32 images ({error_reason(error, limit=300)})") from None
     if len(probe.shape) != 2:
         shape = ", ".join(str(d) for d in probe.shape[1:])
         raise InputError(f"--backbone tfhub:{handle}: the module returns shape [batch, {shape}], not [batch, features] "
@@ -223,8 +223,3 @@ def _feature_output(outputs):
     if isinstance(outputs, dict):
         return outputs["default"] if "default" in outputs else next(iter(outputs.values()))
     return outputs
-
-
-def _first_line(error):
-    text = str(error).strip()
-    return text.splitlines()[0][:300] if text else type(error).__name__

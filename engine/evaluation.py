@@ -25,7 +25,7 @@ import re
 import numpy as np
 
 from common import metrics, progress
-from common.errors import InputError
+from common.errors import InputError, error_reason
 
 PROTOCOLS = ("full", "5fold1k")
 FOLD_IMAGES = 1000
@@ -172,7 +172,7 @@ def encode_split(scorer, split, batch_size=256):
     try:
         return scorer.encode_images(split.images, batch_size), scorer.encode_texts(split.captions, batch_size)
     except tf.errors.InvalidArgumentError as error:
-        raise InputError(f"{split.captions_file}: {first_line(error)}") from None
+        raise InputError(f"{split.captions_file}: {refusal_reason(error)}") from None
 
 
 def evaluate(scorer, split, protocol="full", batch_size=256, encodings=None, sentence_similarity=None):
@@ -191,12 +191,8 @@ def evaluate(scorer, split, protocol="full", batch_size=256, encodings=None, sen
     )
 
 
-def first_line(error):
-    """The message of a TensorFlow error without its graph traceback: the
-    text of a failed assertion (e.g. "empty caption: ..."), else the first
-    line."""
-    message = getattr(error, "message", str(error))
-    assertion = re.search(r"assertion failed: \[([^\]]*)\]", message)
-    if assertion:
-        return assertion.group(1).strip()
-    return next(line for line in message.strip().splitlines() if line.strip())
+def refusal_reason(error):
+    """Why the model refused a caption: the text of its failed assertion
+    (e.g. "empty caption: ..."), else the error's reason (`error_reason`)."""
+    assertion = re.search(r"assertion failed: \[([^\]]*)\]", getattr(error, "message", str(error)))
+    return assertion.group(1).strip() if assertion else error_reason(error)

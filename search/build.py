@@ -17,10 +17,10 @@ import numpy as np
 import tensorflow as tf
 
 from common import progress
-from common.errors import InputError
+from common.errors import InputError, error_reason
 from search import approximate, store
 from search.collection import file_digest, list_images, read_captions
-from search.model import encode_image_files, op_error_reason
+from search.model import encode_image_files
 
 CAPTION_BATCH = 256
 CAPTIONS_FILE = "captions.txt"  # an index of captions keeps them, one a line
@@ -62,7 +62,7 @@ class Source:
                     self.model.loaded.encode_text(tf.constant([text]))
                 except tf.errors.InvalidArgumentError as error:
                     raise InputError(f"{self.description['source']}: line {line}: the model refuses the caption "
-                                     f"({op_error_reason(error)})") from None
+                                     f"({error_reason(error)})") from None
             raise
 
     def batch_size(self):

@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from common.errors import InputError
+from common.errors import InputError, error_reason
 from search import approximate, store
 from search.build import CAPTIONS_FILE, build_index
-from search.model import SearchModel, encode_image_files, normalize, op_error_reason
+from search.model import SearchModel, encode_image_files, normalize
 
 Hit = collections.namedtuple("Hit", "id score item")
 Hit.__doc__ = ("One search result: its id (an image's path under the folder, a caption's line number), its score "
@@ -113,7 +113,7 @@ class Index:
                 return self.model.encode_texts(queries)
             except tf.errors.InvalidArgumentError as error:  # e.g. longer than the model takes
                 which = "the query text" if len(queries) == 1 else "a query text"
-                raise InputError(f"the model refuses {which} ({op_error_reason(error)})") from None
+                raise InputError(f"the model refuses {which} ({error_reason(error)})") from None
         if isinstance(queries, np.ndarray):
             return self.model.encode_image_features(queries)
         self.model.check_takes_images("--image")

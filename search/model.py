@@ -100,17 +100,8 @@ def encode_image_files(model, files, read):
             encodings.append(model.encode_image_bytes([data]))
             encoded.append(file)
         except tf.errors.InvalidArgumentError as error:
-            skipped.append((file, f"not a decodable JPEG/PNG image ({op_error_reason(error)})"))
+            skipped.append((file, f"not a decodable JPEG/PNG image ({error_reason(error)})"))
     return (np.concatenate(encodings) if encodings else None), encoded, skipped
-
-
-def op_error_reason(error):
-    """The line of a TensorFlow op error's message that says what is wrong
-    (not "Graph execution error:", the node or the stack)."""
-    lines = [line.strip() for line in str(getattr(error, "message", error)).splitlines()]
-    said = [line for line in lines if line and not line.startswith(("Graph execution error", "Detected at node",
-                                                                     "<stack traces", "[["))]
-    return said[0][:200] if said else error_reason(error)
 
 
 def _probe_metric(similarity, joint_space, size=8, seed=0):

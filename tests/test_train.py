@@ -379,13 +379,13 @@ def test_output_paths_are_checked_before_any_work(trained, tmp_path, capsys):
 def test_saved_model_rejects_empty_and_over_long_captions(trained):
     import tensorflow as tf
 
-    from engine.evaluation import first_line
+    from engine.evaluation import refusal_reason
 
     loaded = tf.saved_model.load(str(trained / "saved_model"))
     for text, message in (("", "empty caption"), ("dog " * 513, "more than 512 tokens")):
         with pytest.raises(tf.errors.InvalidArgumentError) as error:
             loaded.encode_text(tf.constant(["a dog", text]))
-        assert message in first_line(error.value)
+        assert message in refusal_reason(error.value)
 
 
 @pytest.mark.slow  # over 10 s on 2 cores
