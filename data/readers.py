@@ -171,7 +171,8 @@ def _check_npy_size(path):
                          f"({needed:,} bytes) but the file has {size:,} bytes; truncated or corrupt")
 
 
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp")
+JPEG_PNG_EXTENSIONS = (".jpg", ".jpeg", ".png")  # the photos `search` indexes and `tools.bench_images` times
+IMAGE_EXTENSIONS = (*JPEG_PNG_EXTENSIONS, ".gif", ".bmp")  # every format `data.image_decoding` decodes
 
 
 def image_key(image_id):

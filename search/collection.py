@@ -6,8 +6,7 @@ from pathlib import Path
 
 from common.errors import InputError
 from common.files import read_lines
-
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+from data.readers import JPEG_PNG_EXTENSIONS
 
 
 def list_images(folder, argument="--images"):
@@ -19,9 +18,9 @@ def list_images(folder, argument="--images"):
     folder = Path(folder)
     check_folder(folder, argument)
     files = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*")
-                   if path.suffix.lower() in IMAGE_SUFFIXES and path.is_file())
+                   if path.suffix.lower() in JPEG_PNG_EXTENSIONS and path.is_file())
     if not files:
-        raise InputError(f"{argument} {folder}: holds no JPEG or PNG image ({', '.join(IMAGE_SUFFIXES)}, "
+        raise InputError(f"{argument} {folder}: holds no JPEG or PNG image ({', '.join(JPEG_PNG_EXTENSIONS)}, "
                          "in any sub-folder)")
     return files
 

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from common import records
 from common.errors import InputError, count, run_command
+from data.readers import JPEG_PNG_EXTENSIONS
 
 SAMPLE_IMAGES = Path(__file__).resolve().parent.parent / "data" / "flickr8k_images_sample"
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 
 
 def parse_args(argv):
@@ -52,7 +52,7 @@ def _run(args):
     folder = Path(args.images)
     if not folder.is_dir():
         raise InputError(f"--images {folder}: folder not found")
-    images = [path.read_bytes() for path in sorted(folder.iterdir()) if path.suffix.lower() in IMAGE_SUFFIXES]
+    images = [path.read_bytes() for path in sorted(folder.iterdir()) if path.suffix.lower() in JPEG_PNG_EXTENSIONS]
     if not images:
         raise InputError(f"--images {folder}: no JPEG or PNG files")
     saved_model = Path(args.saved_model)
