@@ -46,7 +46,7 @@ from common import diagnostics, machine, progress
 from common.errors import InputError, error_reason
 from common.files import write_json_atomically
 from common.records import RunResults
-from common.wording import counted
+from common.wording import counted, duration
 from data import pipeline, provenance, splits, word_vectors
 from data.vocabulary import Vocabulary
 from engine import evaluation, model_dirs, runtime
@@ -572,7 +572,7 @@ class _Clock:
         total = pace * (self.total_steps - step)
         log.info("estimate: %.3g s a step here (the median of %d steps after %d of warm-up), about %s for the "
                  "run's %s steps left (validation not yet included)", pace, self.ESTIMATE_STEPS, self.WARMUP_STEPS,
-                 _duration(total), f"{self.total_steps - step:,}")
+                 duration(total), f"{self.total_steps - step:,}")
         if self.advice and total > 3600:
             log.info("%s", self.advice)
 
@@ -581,7 +581,7 @@ class _Clock:
         ("3.4 h"), or None before a pace is known."""
         if self.seconds_per_step is None:
             return None
-        return _duration(self.seconds_per_step * max(self.total_steps - step, 0))
+        return duration(self.seconds_per_step * max(self.total_steps - step, 0))
 
 
 def _vocabulary_origin(vocabulary, captions):
@@ -593,15 +593,6 @@ def _vocabulary_origin(vocabulary, captions):
     seen = sum(count > 0 for count in vocabulary.counts[2:])
     return (f"{len(vocabulary):,} tokens: <pad>, <unk>, {seen:,} words of the {captions:,} training captions"
             f" and {len(vocabulary) - 2 - seen:,} from elsewhere (a word-vector file)")
-
-
-def _duration(seconds):
-    """A length of time as a reader wants it: "40 s", "12 min", "3.4 h"."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def _save(manager, number):

@@ -1,8 +1,8 @@
-"""`common.wording`: counted nouns."""
+"""`common.wording`: counted nouns and lengths of time."""
 
 import pytest
 
-from common.wording import counted
+from common.wording import counted, duration
 
 
 @pytest.mark.parametrize("number, noun, options, text", [
@@ -18,3 +18,8 @@ from common.wording import counted
 ])
 def test_the_noun_is_plural_unless_the_number_is_one(number, noun, options, text):
     assert counted(number, noun, **options) == text
+
+
+@pytest.mark.parametrize("seconds, text", [(0, "0 s"), (89, "89 s"), (90, "2 min"), (5399, "90 min"), (5400, "1.5 h")])
+def test_durations_read_as_seconds_minutes_or_hours(seconds, text):
+    assert duration(seconds) == text

@@ -318,11 +318,6 @@ def test_no_advice_for_a_run_under_an_hour(monkeypatch, caplog):
         "100 steps left (validation not yet included)"]
 
 
-@pytest.mark.parametrize("seconds, text", [(0, "0 s"), (89, "89 s"), (90, "2 min"), (5399, "90 min"), (5400, "1.5 h")])
-def test_durations_read_as_seconds_minutes_or_hours(seconds, text):
-    assert training._duration(seconds) == text
-
-
 def test_the_vocabulary_line_says_where_its_words_come_from():
     from data.vocabulary import Vocabulary
 
