@@ -142,14 +142,14 @@ class Trainer:
             write_json_atomically(self.model_dir / model_dirs.CONFIG_FILE, cfg.to_json() + "\n")
 
         writers = _summary_writers(self.model_dir / "logs", self.is_chief)
-        loop = _Loop(cfg, self.strategy, model, optimizer, state, last, best, dev_split, writers,
+        loop = _TrainingLoop(cfg, self.strategy, model, optimizer, state, last, best, dev_split, writers,
                      time_spent if self.is_chief else None)
         steps_per_epoch = None
         if not model.fits_without_gradients:
             train_data = pipeline.tokenize_split(train_split, model.vectorizer)
             steps_per_epoch = len(pipeline.epoch_order(train_data, cfg.train.sampling, cfg.train.batch_size,
                                                        cfg.train.seed, 0, cfg.train.bucket_by_length))
-            loop.clock = _Clock(_epochs_at_most(model, cfg.train) * steps_per_epoch, self._quick_preset_advice())
+            loop.pace = _RunPace(_epochs_at_most(model, cfg.train) * steps_per_epoch, self._quick_preset_advice())
         log.info("plan: %s", self._plan(model, train_split, steps_per_epoch))
         try:
             fit = loop.fit_split(train_split) if model.fits_without_gradients else loop.train(train_data)
@@ -289,7 +289,7 @@ class _TrainingState(tf.Module):
         self.phase_start_epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
 
 
-class _Loop:
+class _TrainingLoop:
     """The epoch/step loop of a `Trainer`: trains `model` (or fits it),
     validates on `dev_split`, keeps the best weights in the `best`
     checkpoint manager and the training state in `last`.
@@ -320,7 +320,7 @@ class _Loop:
         self.time_spent = time_spent
         self.stop = False
         self.best_dev_metrics = None
-        self.clock = None  # a `_Clock` of the run's steps (gradient training)
+        self.pace = None  # a `_RunPace` of the run's steps (gradient training)
         later_phases = model.num_phases - 1
         if self.cfg.train.phase_learning_rates and len(self.cfg.train.phase_learning_rates) != later_phases:
             raise InputError(
@@ -367,9 +367,9 @@ class _Loop:
                 self.state.step_in_epoch.assign_add(1)
                 self.state.global_step.assign_add(1)
                 step = int(self.state.global_step)
-                self.clock.tick(step)
+                self.pace.tick(step)
                 bar.update(tc.batch_size)
-                bar.set_postfix(step=step, loss=f"{loss:.4g}", run_left=self.clock.left(step) or "?", refresh=False)
+                bar.set_postfix(step=step, loss=f"{loss:.4g}", run_left=self.pace.left(step) or "?", refresh=False)
                 if step % tc.log_every == 0:
                     summary = window.flush()
                     with self.train_writer.as_default(step=step):
@@ -379,7 +379,7 @@ class _Loop:
                         for name, value in summary.items():
                             tf.summary.scalar(name, value)
                     self._save_time_spent()
-                    left = self.clock.left(step)
+                    left = self.pace.left(step)
                     log.info("epoch %d step %d loss %.4f grad norm %.3g (max %.3g since the last line)%s", epoch + 1,
                              step, loss, summary["grad_norm"], summary["grad_norm_max"],
                              f"; about {left} of the run left" if left else "")
@@ -524,7 +524,7 @@ class _Loop:
         return strategy.distribute_datasets_from_function(dataset_fn)
 
 
-class _Clock:
+class _RunPace:
     """The pace of a run, from the steps this process timed.
 
     A process's first `WARMUP_STEPS` steps are not timed: the first traces

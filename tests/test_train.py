@@ -424,13 +424,13 @@ def test_a_resumed_model_with_dropout_ends_as_an_uninterrupted_run(tmp_path, mon
             "--set", "train.max_train_images=100", "--set", "train.batch_size=50", "--set", "train.epochs=2",
             "--set", "train.validate_every=3"]
     assert train.main([*argv, "--model-dir", str(tmp_path / "whole")]) == 0
-    original = training._Loop._validate_and_save
+    original = training._TrainingLoop._validate_and_save
 
     def interrupted(loop):
         original(loop)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(training._Loop, "_validate_and_save", interrupted)
+    monkeypatch.setattr(training._TrainingLoop, "_validate_and_save", interrupted)
     capsys.readouterr()
     assert train.main([*argv, "--model-dir", str(tmp_path / "resumed")]) == 130
     # Ctrl-C: one line naming the checkpoint kept (the first validation's,

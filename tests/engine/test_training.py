@@ -38,7 +38,7 @@ def scripted_run(tmp_path_factory):
                        [w.copy() for w in loop.model.get_weights()]))
         return {**dict.fromkeys(METRIC_NAMES, 0.0), "rsum": rsum}
 
-    original_next_phase = training._Loop._next_phase
+    original_next_phase = training._TrainingLoop._next_phase
 
     def next_phase(loop):
         original_next_phase(loop)
@@ -53,8 +53,8 @@ def scripted_run(tmp_path_factory):
     handler.emit = lambda record: messages.append(record.getMessage())
     level = logger.level
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(training._Loop, "validate_metrics", validate_metrics)
-        monkeypatch.setattr(training._Loop, "_next_phase", next_phase)
+        monkeypatch.setattr(training._TrainingLoop, "validate_metrics", validate_metrics)
+        monkeypatch.setattr(training._TrainingLoop, "_next_phase", next_phase)
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
         try:
@@ -111,7 +111,7 @@ def test_the_selection_metric_picks_the_best_checkpoint(monkeypatch, tmp_path):
         seen.append(int(loop.state.global_step))
         return {**dict.fromkeys(METRIC_NAMES, 0.0), "rsum": rsum, "i2t_map": i2t_map}
 
-    monkeypatch.setattr(training._Loop, "validate_metrics", validate_metrics)
+    monkeypatch.setattr(training._TrainingLoop, "validate_metrics", validate_metrics)
     model_dir = tmp_path / "run"
     argv = ["--model", "gru", "--preset", "quick", "--model-dir", str(model_dir), *TINY,
             "--set", "train.epochs=1", "--set", "train.selection_metric=i2t_map"]
@@ -288,7 +288,7 @@ def test_the_estimate_skips_the_warm_up_and_takes_the_median_step(monkeypatch, c
     fake = FakeClock(monkeypatch)
     # A resumed process (from step 500): 10 warm-up steps of a minute each (tracing, retracing), then 20
     # steps of 4 s, one of which retraces for 90 s.
-    clock = training._Clock(total_steps=1530, advice="use the quick preset")
+    clock = training._RunPace(total_steps=1530, advice="use the quick preset")
     _ticks(clock, fake, [60.0] * 10, first_step=501)
     assert clock.left(510) is None and not caplog.records
     _ticks(clock, fake, [4.0] * 7 + [90.0] + [4.0] * 11, first_step=511)
@@ -311,7 +311,7 @@ def test_the_estimate_skips_the_warm_up_and_takes_the_median_step(monkeypatch, c
 def test_no_advice_for_a_run_under_an_hour(monkeypatch, caplog):
     caplog.set_level(logging.INFO, logger="train")
     fake = FakeClock(monkeypatch)
-    clock = training._Clock(total_steps=130, advice="use the quick preset")
+    clock = training._RunPace(total_steps=130, advice="use the quick preset")
     _ticks(clock, fake, [30.0] * 30, first_step=1)
     assert [r.getMessage() for r in caplog.records] == [
         "estimate: 30 s a step here (the median of 20 steps after 10 of warm-up), about 50 min for the run's "
