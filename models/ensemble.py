@@ -276,7 +276,7 @@ class Ensemble(RetrievalModel):
         texts = tf.split(text_encodings, self.text_sizes, axis=-1)
         return [tf.cast(m.similarity(i, t), tf.float32) for m, i, t in zip(self.members, images, texts)]
 
-    def comparable(self, index, scores):
+    def comparable_scores(self, index, scores):
         """f_m of the module docstring: member `index`'s scores made
         comparable with the other members' (by `config.combination`)."""
         if self.config.combination == "sum":
@@ -287,7 +287,7 @@ class Ensemble(RetrievalModel):
 
     def similarity(self, image_encodings, text_encodings):
         scores = self.member_similarities(image_encodings, text_encodings)
-        return tf.add_n([self.mix[m] * self.comparable(m, s) for m, s in enumerate(scores)])
+        return tf.add_n([self.mix[m] * self.comparable_scores(m, s) for m, s in enumerate(scores)])
 
     def pair_loss(self, image_encodings, text_encodings, image_index):
         raise TypeError("an ensemble is fitted on the dev split (fit_split), not trained by gradients")
@@ -304,7 +304,7 @@ class Ensemble(RetrievalModel):
         dev_scores = [np.concatenate([block[m].numpy() for block in blocks]) for m in range(len(blocks[0]))]
         for index, (run, scores) in enumerate(zip(self.member_runs, dev_scores)):
             self._fit_statistics(index, run.directory, scores)
-        comparable = [self.comparable(m, tf.constant(s)).numpy() for m, s in enumerate(dev_scores)]
+        comparable = [self.comparable_scores(m, tf.constant(s)).numpy() for m, s in enumerate(dev_scores)]
         own = [round(metrics.recall_sum(s, dev_split.caption_image), 2) for s in comparable]
         if self.config.weights:
             weights, grid_points = np.asarray(self.config.weights, np.float64), 0
