@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tools import report
+from tools.report import cells
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -17,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def test_metrics():
     _, runs = report.read_snapshot(ROOT / "results" / "runs.json")
-    return {name: report._with_sums(record["test"]) for name, record in runs.items()}
+    return {name: cells.with_sums(record["test"]) for name, record in runs.items()}
 
 
 def test_fisher_vector_bars_of_docs_fisher_vectors(test_metrics):

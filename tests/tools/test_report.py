@@ -4,11 +4,15 @@ import json
 import re
 import shlex
 import shutil
+import tomllib
 from pathlib import Path
 
 import pytest
 
+from common.errors import InputError
 from tools import report
+from tools.report import cells, cli, columns
+from tools.report import tables as report_tables
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 README = ROOT / "README.md"
@@ -25,7 +29,7 @@ def test_the_readmes_tables_are_the_reports_output_from_the_checked_in_runs(tmp_
     blocks = report.render(tables, report.read_toml(report.RESULTS_DIR / "papers.toml"), runs, root, str(tables_path))
     assert {"test-suite", "test-suite-testing"} <= blocks.keys()
     command = "python -m tools.report --snapshot results/runs.json --update README.md docs/*.md"
-    assert command in report.__doc__
+    assert command in cli.__doc__
     # Each table's block is in exactly one of the files, once, and is the report's output.
     found = {}
     for path in MARKDOWN:
@@ -56,13 +60,13 @@ def test_every_paper_row_and_every_table_row_resolves():
         made = {row["run"] for row in table.get("rows", []) if "command" in row}
         for row in table.get("rows", []):  # a test-suite table has none
             assert len(row["labels"]) == len(table["labels"]), (table["id"], row)
-            assert report._row_runs(row) <= runs.keys() | made, (table["id"], row)
+            assert report_tables._row_runs(row) <= runs.keys() | made, (table["id"], row)
             if "paper" in row:
-                assert report._paper_row(papers, row["paper"])
+                assert cells.paper_row(papers, row["paper"])
     # The papers' rsums, computed from their recalls, are the ones they print.
-    assert report._with_sums(papers["francis2018"]["rcn005"])["rsum"] == pytest.approx(355.5)
-    assert report._with_sums(papers["ma2015"]["vgg_ens"])["rsum"] == pytest.approx(275.2)
-    assert report._with_sums(papers["dong2018"]["multiscale"]) == {**papers["dong2018"]["multiscale"], "i2t_rsum": pytest.approx(180.9)}
+    assert cells.with_sums(papers["francis2018"]["rcn005"])["rsum"] == pytest.approx(355.5)
+    assert cells.with_sums(papers["ma2015"]["vgg_ens"])["rsum"] == pytest.approx(275.2)
+    assert cells.with_sums(papers["dong2018"]["multiscale"]) == {**papers["dong2018"]["multiscale"], "i2t_rsum": pytest.approx(180.9)}
 
 
 def _metrics(r1, rsum):
@@ -278,8 +282,8 @@ def test_a_runs_cpu_time_cores_and_load_from_its_results_and_through_a_snapshot(
 
 
 def test_the_report_knows_no_models_fit_keys():
-    source = Path(report.__file__).read_text()
-    assert not re.search(r"cca|hglmm|laplacian|members|η", source, re.IGNORECASE)
+    for module in Path(report.__file__).parent.glob("*.py"):
+        assert not re.search(r"cca|hglmm|laplacian|members|η", module.read_text(), re.IGNORECASE), module.name
 
 
 @pytest.mark.parametrize(("column", "problem"), [
@@ -298,11 +302,11 @@ def test_the_report_knows_no_models_fit_keys():
 ])
 def test_a_malformed_fit_column_is_an_error_naming_the_table_and_the_column(column, problem):
     table = {"id": "t", "labels": ["run"], "columns": ["rsum", column], "rows": [{"run": "a", "labels": ["a"]}]}
-    with pytest.raises(report.InputError) as error:
+    with pytest.raises(InputError) as error:
         report.render_table(table, {}, {"a": _record({"eta": 0.5})}, "runs")
     message = str(error.value)
     assert "\n" not in message
-    assert message.startswith(f"tables.toml: table 't': column {report._toml(column)}: {problem}")
+    assert message.startswith(f"tables.toml: table 't': column {columns._toml(column)}: {problem}")
 
 
 def test_fit_column_errors_from_the_command_name_the_tables_file(runs_dir, capsys):
@@ -339,7 +343,7 @@ def test_a_trained_runs_command_dev_history_and_plot(trained, tmp_path):
     assert len(record["dev_history"]) > 2 and max(record["dev_history"]) == pytest.approx(results["dev"]["rsum"], abs=1e-4)
     words = shlex.split(results["command"])
     words[words.index("--model-dir") + 1] = "runs/tiny"
-    assert report._command(record, "runs", "tiny") == shlex.join(words)
+    assert cells.train_command(record, "runs", "tiny") == shlex.join(words)
 
     table = {"rows": [{"run": "tiny", "labels": ["`{model}`", "{preset}"]}]}
     series, image = report.plot_recalls(table, {"tiny": record}, "png")
@@ -610,14 +614,14 @@ def test_all_outputs_are_written_together(workspace, capsys, monkeypatch):
     assert [json.loads(line)["run"] for line in capsys.readouterr().err.splitlines()] == ["a", "b"]
     assert sorted(path.name for path in out.iterdir()) == ["doc.md", "recall.pdf", "s.json"]  # no temporary files left
     # A write failing after the checks (the disk, say) names what was written before it.
-    real = report.atomic_write
+    real = cli.atomic_write
 
     def failing(path, write):
         if str(path).endswith(".pdf"):
-            raise report.InputError(f"{path}: cannot be written (No space left on device); any previous version is unchanged")
+            raise InputError(f"{path}: cannot be written (No space left on device); any previous version is unchanged")
         real(path, write)
 
-    monkeypatch.setattr(report, "atomic_write", failing)
+    monkeypatch.setattr(cli, "atomic_write", failing)
     assert report.main([*argv, *update, "--plot", str(out / "recall.pdf"), "--save-snapshot", str(out / "s.json")]) == 2
     err = capsys.readouterr().err
     assert err == (f"error: {out / 'recall.pdf'}: cannot be written (No space left on device); any previous version is unchanged; "
@@ -774,7 +778,7 @@ def test_a_missing_test_suite_record_or_a_malformed_test_suite_table_is_an_error
 ])
 def test_best_dev_at_says_which_validation_was_the_best(history, cell):
     record = {**_record({}), "dev_history": history}
-    assert report._run_cell("best_dev_at", record, {}, "run 'a'") == cell
+    assert report_tables._run_cell("best_dev_at", record, {}, "run 'a'") == cell
 
 
 # --- Comparisons over seeds -----------------------------------------------------------------------
@@ -821,7 +825,7 @@ def test_comparison_means_and_sds_are_the_sample_statistics():
     ({"claim": "A > B", "a": ["a0", "a1", "a2"], "b": ["b0", "b1", "b2"], "seeds": 3}, "unknown key 'seeds'"),
 ])
 def test_a_malformed_comparison_names_the_table_and_the_key(comparison, problem):
-    with pytest.raises(report.InputError) as error:
+    with pytest.raises(InputError) as error:
         report.check_tables({"table": [{"id": "claims", "compare": [comparison]}]}, {"p": {"x": {}}}, "tables.toml")
     assert str(error.value).startswith(f"tables.toml: table 'claims': comparison 1: {problem}")
 
@@ -884,7 +888,7 @@ def test_a_damaged_record_is_an_error_naming_its_file(tmp_path, change, problem)
     change(record)
     path.write_text(json.dumps(record))
     tables = report.check_tables(report.read_toml(source), {}, str(source))
-    with pytest.raises(report.InputError) as error:
+    with pytest.raises(InputError) as error:
         report.read_records(tables, str(source))
     assert str(error.value).startswith(f"{path}: {problem}")
 
@@ -897,15 +901,15 @@ def test_a_damaged_record_is_an_error_naming_its_file(tmp_path, change, problem)
     ('{ record = "a.json", paper = "p/x", labels = ["a"] }', "a record row has no paper"),
 ])
 def test_a_malformed_record_row_names_the_table_and_the_row(row, problem):
-    data = report.tomllib.loads(f'[[table]]\nid = "t"\nlabels = ["m"]\ncolumns = ["rsum"]\nrows = [{row}]\n')
-    with pytest.raises(report.InputError) as error:
+    data = tomllib.loads(f'[[table]]\nid = "t"\nlabels = ["m"]\ncolumns = ["rsum"]\nrows = [{row}]\n')
+    with pytest.raises(InputError) as error:
         report.check_tables(data, {"p": {"x": {}}}, "tables.toml")
     assert str(error.value).startswith(f"tables.toml: table 't': row 1: {problem}")
 
 
 def test_value_columns_may_index_a_list_but_fit_columns_may_not():
     assert report.TemplateColumn.parse({"value": "{ci[0]:.1f}"}, "c").keys == ("ci",)
-    with pytest.raises(report.InputError, match=r"the field \{ci\.real\} is not"):
+    with pytest.raises(InputError, match=r"the field \{ci\.real\} is not"):
         report.TemplateColumn.parse({"value": "{ci.real}"}, "c")
 
 
