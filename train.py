@@ -97,7 +97,8 @@ def _check(args):
         if not args.model_dir:
             raise InputError("--export-only and --resume need --model-dir")
         if args.model or args.set or args.data or args.image_features:
-            raise InputError("--resume/--export-only take the configuration from --model-dir/config.json; drop --model, --set and --data")
+            raise InputError("--resume/--export-only take the configuration from --model-dir/config.json; "
+                             "drop --model, --set, --data and --image-features")
         model_dirs.check_run(args.model_dir, "--resume" if args.resume else "--export-only")
     elif not args.model:
         raise InputError("--model is required (see --list)")

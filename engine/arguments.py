@@ -1,12 +1,18 @@
 """The command-line arguments that choose a trained model and a split of
 data, shared by `evaluate.py` and the tools that score with a model."""
 
+import logging
 from pathlib import Path
 
 from common.errors import InputError
 from data import provenance, splits
 from data.embedded import EMBEDDED_DATA
 from engine import model_dirs
+
+log = logging.getLogger(__name__)
+
+# The file names evaluate.py's --image-features took before it took train.py's kinds.
+_DEPRECATED = {name: kind for kind, name in splits.FEATURE_NAMES.items()}
 
 
 def add_model_and_split_arguments(parser):
@@ -16,7 +22,10 @@ def add_model_and_split_arguments(parser):
     source.add_argument("--model-dir", help="a directory written by train.py (uses its best checkpoint)")
     source.add_argument("--saved-model", help="a SavedModel exported by train.py")
     parser.add_argument("--data", help="precomp data folder (default: the model's training data, else the embedded Flickr8k)")
-    parser.add_argument("--image-features", help="which {split}_<name>.npy holds the image features (default: the model's)")
+    parser.add_argument("--image-features", metavar="KIND",
+                        help="the kind of image features the model reads, as train.py's: fc (one CNN layer's, "
+                        "{split}_ims.npy) or fne (every layer's, {split}_stages.npy), fc+fne for an ensemble of both "
+                        "(default: the model's)")
     parser.add_argument("--split", help="the split to use (default: the model's test split, else 'test')")
     parser.add_argument("--quiet", action="store_true", help="no progress bars (there are none when stderr is not a terminal)")
     parser.add_argument("--verbose", action="store_true", help="keep TensorFlow's start-up lines (hidden by default)")
@@ -28,8 +37,11 @@ def load_model_and_split(args, overrides=()):
     Features made otherwise than the model's training features (their
     provenance.json, `data.provenance`) are refused."""
     # What can be checked before TensorFlow loads, first.
+    chosen = feature_name(args.image_features) if args.image_features else None
     if args.model_dir:
         model_dirs.check_run(args.model_dir, "--model-dir")
+    elif overrides:
+        raise InputError("--set needs --model-dir: a SavedModel's settings are fixed")
     else:
         check_saved_model(args.saved_model)
     if args.data and not Path(args.data).is_dir():
@@ -38,17 +50,28 @@ def load_model_and_split(args, overrides=()):
 
     if args.model_dir:
         scorer = scoring.CheckpointScorer.from_model_dir(args.model_dir, overrides)
-    elif overrides:
-        raise InputError("--set needs --model-dir: a SavedModel's settings are fixed")
     else:
         scorer = scoring.SavedModelScorer(args.saved_model)
     root = data_root(args, scorer)
     provenance.check_same(scorer.image_provenance, scorer.recorded_in, root)
-    image_features = args.image_features or scorer.image_features
+    image_features = chosen or scorer.image_features
     split_name = args.split or scorer.test_split
     split = splits.load_split(root, split_name, image_features)
     splits.check_image_dim(split, scorer.image_dim, splits.features_location(root, split_name, image_features))
     return scorer, split
+
+
+def feature_name(kinds):
+    """The feature name (`DataConfig.image_features`) of `--image-features
+    KINDS`: train.py's kinds (`splits.FEATURE_NAMES`), joined by '+' for an
+    ensemble's; the file names "ims" and "stages" that the option took
+    before, with a deprecation warning; any other name as it is (a
+    collection's own features, e.g. a video's)."""
+    parts = kinds.split("+")
+    if any(part in _DEPRECATED for part in parts):
+        log.warning("--image-features %s is deprecated: write --image-features %s", kinds,
+                    "+".join(_DEPRECATED.get(part, part) for part in parts))
+    return "+".join(splits.FEATURE_NAMES.get(part, part) for part in parts)
 
 
 def check_saved_model(path):

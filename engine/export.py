@@ -13,8 +13,9 @@ Every model exports the same four functions (also available as signatures):
    by block.
 
 The variable `image_features` names the features `F` is (a
-`DataConfig.image_features`: "ims", one CNN layer; "stages", every layer's;
-"ims+stages", both side by side, for an ensemble of members reading each);
+`DataConfig.image_features`: "ims", one CNN layer's, the kind `fc`;
+"stages", every layer's, `fne`; "ims+stages", both side by side, for an
+ensemble of members reading each);
 `image_provenance`, how they were made (the JSON of the training folder's
 provenance.json, `data.provenance`; "" where it was not recorded).
 

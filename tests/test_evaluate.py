@@ -53,6 +53,32 @@ def test_evaluate_reproduces_training_numbers_from_checkpoint_and_export(run, re
             assert got[name] == pytest.approx(value, abs=1e-6), (source, name)
 
 
+@pytest.mark.parametrize("run, kind", [("trained", "fc"), ("trained_fne", "fne")])
+def test_image_features_take_train_pys_kinds(run, kind, request, tmp_path):
+    """`--image-features` names the kind the run was trained on, as
+    `train.py --image-features` does, and gives the run's test numbers."""
+    trained = request.getfixturevalue(run)
+    out = tmp_path / "metrics.json"
+    assert evaluate.main(["--model-dir", str(trained), "--image-features", kind, "--json", str(out)]) == 0
+    got = evaluated_metrics(out)
+    for name, value in json.loads((trained / "results.json").read_text())["test"].items():
+        assert got[name] == pytest.approx(value, abs=1e-6), name
+
+
+def test_image_features_by_their_old_file_name_still_evaluate_with_a_deprecation_line(trained, caplog, capsys):
+    """The spelling evaluate.py took before (the feature file's name) reads
+    the same file, with one warning naming the new spelling; a kind the run
+    does not read is refused in one line."""
+    assert evaluate.main(["--model-dir", str(trained), "--image-features", "ims"]) == 0
+    assert "rsum" in capsys.readouterr().out
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        "--image-features ims is deprecated: write --image-features fc"]
+    assert evaluate.main(["--model-dir", str(trained), "--image-features", "fne"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("test_stages.npy: image features have dimension 3120, the model expects 1280"), err
+    assert len(err.splitlines()) == 1
+
+
 def test_evaluate_rejects_bad_data_with_one_line_errors(trained, tmp_path, capsys):
     data = tmp_path / "data"
     data.mkdir()

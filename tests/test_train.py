@@ -169,6 +169,8 @@ def test_list_names_each_models_presets_and_image_features(capsys):
      "train.batch_size=128 is larger than the 50 training pairs"),
     (["--model", "gru", "--set", "train.learning_rate=-1"], "train.learning_rate must be > 0; got -1.0"),
     (["--model", "gru", "--image-features", "fne"], "--image-features 'fne': model 'gru' reads fc"),
+    (["--model-dir", "/nonexistent/run", "--resume", "--image-features", "fne"],
+     "take the configuration from --model-dir/config.json; drop --model, --set, --data and --image-features"),
     (["--model", "gru", "--strategy", "tpu"], "--strategy 'tpu': choose one of auto, default, mirrored, multiworker"),
 ])
 def test_bad_arguments_give_one_line_errors(argv, message, capsys, tmp_path):
