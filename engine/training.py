@@ -34,8 +34,6 @@ usable by `--resume`.
 
 import dataclasses
 import logging
-import statistics
-import time
 from pathlib import Path
 
 import keras
@@ -46,12 +44,13 @@ from common import diagnostics, machine, progress
 from common.errors import InputError, error_reason
 from common.files import write_json_atomically
 from common.records import RunResults
-from common.wording import counted, duration
+from common.wording import counted
 from data import pipeline, provenance, splits, word_vectors
 from data.vocabulary import Vocabulary
 from engine import evaluation, model_dirs, runtime
 from engine.export import export_saved_model
 from engine.scoring import CheckpointScorer
+from engine.run_pace import RunPace
 from engine.time_spent import TimeSpent
 from engine.train_step import make_optimizer, make_train_step
 from layers.text_vectorizer import MAX_INPUT_TOKENS
@@ -149,7 +148,7 @@ class Trainer:
             train_data = pipeline.tokenize_split(train_split, model.vectorizer)
             steps_per_epoch = len(pipeline.epoch_order(train_data, cfg.train.sampling, cfg.train.batch_size,
                                                        cfg.train.seed, 0, cfg.train.bucket_by_length))
-            loop.pace = _RunPace(_epochs_at_most(model, cfg.train) * steps_per_epoch, self._quick_preset_advice())
+            loop.pace = RunPace(_epochs_at_most(model, cfg.train) * steps_per_epoch, self._quick_preset_advice())
         log.info("plan: %s", self._plan(model, train_split, steps_per_epoch))
         try:
             fit = loop.fit_split(train_split) if model.fits_without_gradients else loop.train(train_data)
@@ -320,7 +319,7 @@ class _TrainingLoop:
         self.time_spent = time_spent
         self.stop = False
         self.best_dev_metrics = None
-        self.pace = None  # a `_RunPace` of the run's steps (gradient training)
+        self.pace = None  # a `RunPace` of the run's steps (gradient training)
         later_phases = model.num_phases - 1
         if self.cfg.train.phase_learning_rates and len(self.cfg.train.phase_learning_rates) != later_phases:
             raise InputError(
@@ -522,66 +521,6 @@ class _TrainingLoop:
             return pipeline.training_dataset(data, mine)
 
         return strategy.distribute_datasets_from_function(dataset_fn)
-
-
-class _RunPace:
-    """The pace of a run, from the steps this process timed.
-
-    A process's first `WARMUP_STEPS` steps are not timed: the first traces
-    the train step, the next ones retrace it for new batch shapes and warm
-    its caches, and each can take many times a steady step. After
-    `ESTIMATE_STEPS` more, it logs once what the whole run will take at
-    their median pace (a median, so a late retrace among them does not
-    move it), and `advice` (the quick preset's command) when that is over
-    an hour. `left` then goes on at the mean pace since the warm-up,
-    validations and checkpoints included once some happened.
-
-    Args:
-      total_steps: the run's steps at most (every phase's every epoch).
-      advice: what to say when the run would take over an hour, or None.
-    """
-
-    WARMUP_STEPS = 10
-    ESTIMATE_STEPS = 20
-
-    def __init__(self, total_steps, advice=None):
-        self.total_steps = total_steps
-        self.advice = advice
-        self.ticks = 0  # the steps this process has done
-        self.previous = None  # the time of the last tick
-        self.steady = None  # (step, time) at the end of the warm-up
-        self.durations = []  # the timed steps' seconds, until the estimate
-        self.seconds_per_step = None
-
-    def tick(self, step):
-        now = time.monotonic()
-        self.ticks += 1
-        previous, self.previous = self.previous, now
-        if self.ticks <= self.WARMUP_STEPS:
-            if self.ticks == self.WARMUP_STEPS:
-                self.steady = (step, now)
-            return
-        self.seconds_per_step = (now - self.steady[1]) / (step - self.steady[0])
-        if len(self.durations) < self.ESTIMATE_STEPS:
-            self.durations.append(now - previous)
-            if len(self.durations) == self.ESTIMATE_STEPS:
-                self._estimate(step)
-
-    def _estimate(self, step):
-        pace = statistics.median(self.durations)
-        total = pace * (self.total_steps - step)
-        log.info("estimate: %.3g s a step here (the median of %d steps after %d of warm-up), about %s for the "
-                 "run's %s steps left (validation not yet included)", pace, self.ESTIMATE_STEPS, self.WARMUP_STEPS,
-                 duration(total), f"{self.total_steps - step:,}")
-        if self.advice and total > 3600:
-            log.info("%s", self.advice)
-
-    def left(self, step):
-        """The run's remaining wall time at the current pace, as text
-        ("3.4 h"), or None before a pace is known."""
-        if self.seconds_per_step is None:
-            return None
-        return duration(self.seconds_per_step * max(self.total_steps - step, 0))
 
 
 def _vocabulary_origin(vocabulary, captions):
