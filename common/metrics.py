@@ -37,9 +37,10 @@ METRIC_NAMES = tuple(
 SELECTION_METRICS = tuple(name for name in METRIC_NAMES if not name.endswith(("medr", "meanr")))
 
 
-def _positions(sims):
+def ranking_positions(sims):
     """`positions[r, c]`: 0-based position of column c when row r is sorted
-    by `numpy.argsort(row)[::-1]` (VSE++'s descending order)."""
+    by `numpy.argsort(row)[::-1]` (VSE++'s descending order): the zoo's
+    order of equal scores, which every rank below follows."""
     order = np.argsort(sims, axis=1)[:, ::-1]
     positions = np.empty_like(order)
     np.put_along_axis(positions, order, np.arange(sims.shape[1])[None, :], axis=1)
@@ -65,7 +66,7 @@ def image_annotation_ranks(sims, caption_image, image_index=None):
     is_true = caption_image[None, :] == np.asarray(image_index)[:, None]
     if not is_true.any(axis=1).all():
         raise ValueError("an image has no caption in `caption_image`")
-    positions = np.where(is_true, _positions(sims), sims.shape[1])
+    positions = np.where(is_true, ranking_positions(sims), sims.shape[1])
     return 1 + positions.min(axis=1).astype(np.int64)
 
 
@@ -90,7 +91,7 @@ def image_annotation_average_precision(sims, caption_image, image_index=None):
     if not n_true.all():
         raise ValueError("an image has no caption in `caption_image`")
     # True-caption indicators in ranked order; precision at each true hit.
-    positions = _positions(sims)
+    positions = ranking_positions(sims)
     ranked_true = np.zeros_like(is_true)
     np.put_along_axis(ranked_true, positions, is_true, axis=1)
     hits = np.cumsum(ranked_true, axis=1)
@@ -109,7 +110,7 @@ def image_retrieval_ranks(sims, caption_image):
     Returns:
       int64 [n_columns], 1-based ranks.
     """
-    positions = _positions(np.asarray(sims).T)
+    positions = ranking_positions(np.asarray(sims).T)
     rows = np.arange(positions.shape[0])
     return 1 + positions[rows, np.asarray(caption_image)].astype(np.int64)
 
@@ -215,7 +216,7 @@ def sentence_similarity_ranks(text_sims, caption_image, text_index=None):
     if alone.any():
         raise ValueError(f"caption {int(np.asarray(text_index)[np.argmax(alone)])} is the only one of its image: "
                          "it has no other caption to retrieve (see captions_with_partners)")
-    positions = np.where(is_true, _positions(text_sims), text_sims.shape[1])
+    positions = np.where(is_true, ranking_positions(text_sims), text_sims.shape[1])
     return 1 + positions.min(axis=1).astype(np.int64)
 
 

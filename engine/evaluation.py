@@ -18,19 +18,51 @@ text}): the sentence-similarity mean rank `t2t_meanr` needs captions with
 another caption of their item, so it is left out when every item has one
 caption, and taken over the captions that have one (with a note giving
 how many) when only some items have one.
+
+A two-stage model (`models.rerank`: its scorer's `two_stage` is a
+`TwoStage`) is ranked by `rank_two_stage`: its first stage scores every
+pair, as above, and its second stage only the k pairs each query's list
+holds, in each direction (`common.reranking` says how lists, ties and the
+tail are ranked). Its results add `rerank_k` and the first stage's
+recall@k of each direction (`i2t_list_recall`, `t2i_list_recall`, in %:
+the ceiling of the two-stage R@K for K <= k).
 """
 
+import dataclasses
 import re
+from typing import Callable
 
 import numpy as np
 
-from common import metrics, progress
+from common import metrics, progress, reranking
 from common.errors import InputError, error_reason
 
 PROTOCOLS = ("full", "5fold1k")
 FOLD_IMAGES = 1000
 IMAGE_BLOCK = 128  # small enough for a progress bar of a pairwise model's long scoring
 CAPTION_BLOCK = 2048
+PAIR_BLOCK = 4096  # listed pairs gathered and scored by a second stage at a time
+
+
+@dataclasses.dataclass(frozen=True)
+class TwoStage:
+    """How a two-stage model ranks (`RetrievalModel.rerank_k`), on the
+    model's encodings (both stages' side by side).
+
+    Attributes:
+      propose: `(image_encodings, text_encodings) -> [n_i, n_t]`, the first
+        stage's scores of every pair.
+      score_pairs: `(image_encodings [P], text_encodings [P]) -> [P]`, the
+        second stage's scores of aligned pairs (pair p: image p, text p).
+      similarity: `(image_encodings, text_encodings) -> [n_i, n_t]`, the
+        second stage's scores of every pair, for lists of every candidate.
+      k: the length of each query's list, in both directions.
+    """
+
+    propose: Callable
+    score_pairs: Callable
+    similarity: Callable
+    k: int
 
 
 def rank_all(similarity, image_encodings, text_encodings, caption_image):
@@ -49,22 +81,91 @@ def rank_all(similarity, image_encodings, text_encodings, caption_image):
       image_encodings, text_encodings: encodings of a whole split (or fold).
       caption_image: int [n_captions].
     """
+    sims = score_matrix(similarity, image_encodings, text_encodings)
+    i2t, i2t_ap = [], []
+    for a in range(0, len(sims), IMAGE_BLOCK):
+        block, rows = sims[a : a + IMAGE_BLOCK], np.arange(a, min(a + IMAGE_BLOCK, len(sims)))
+        i2t.append(metrics.image_annotation_ranks(block, caption_image, rows))
+        i2t_ap.append(metrics.image_annotation_average_precision(block, caption_image, rows))
+    t2i = [
+        metrics.image_retrieval_ranks(sims[:, a : a + CAPTION_BLOCK], caption_image[a : a + CAPTION_BLOCK])
+        for a in range(0, sims.shape[1], CAPTION_BLOCK)
+    ]
+    return np.concatenate(i2t), np.concatenate(t2i), np.concatenate(i2t_ap)
+
+
+def score_matrix(similarity, image_encodings, text_encodings):
+    """The [n_images, n_captions] matrix of `similarity`, computed one block
+    of `IMAGE_BLOCK` images at a time."""
     n_images, n_captions = len(image_encodings), len(text_encodings)
     sims = None
-    i2t, i2t_ap = [], []
     for a in progress.bar(range(0, n_images, IMAGE_BLOCK), desc=f"scoring {IMAGE_BLOCK}-image blocks", unit="block"):
         block = np.asarray(similarity(image_encodings[a : a + IMAGE_BLOCK], text_encodings))
         if sims is None:
             sims = np.empty((n_images, n_captions), block.dtype)
         sims[a : a + len(block)] = block
-        rows = np.arange(a, a + len(block))
-        i2t.append(metrics.image_annotation_ranks(block, caption_image, rows))
-        i2t_ap.append(metrics.image_annotation_average_precision(block, caption_image, rows))
-    t2i = [
-        metrics.image_retrieval_ranks(sims[:, a : a + CAPTION_BLOCK], caption_image[a : a + CAPTION_BLOCK])
-        for a in range(0, n_captions, CAPTION_BLOCK)
-    ]
-    return np.concatenate(i2t), np.concatenate(t2i), np.concatenate(i2t_ap)
+    return sims
+
+
+def rank_two_stage(two_stage, image_encodings, text_encodings, caption_image):
+    """The metric dictionary of a two-stage model (`TwoStage`), with
+    `rerank_k` and each direction's list recall (the module docstring).
+
+    Cost: the first stage's matrix, as `rank_all` scores a model's, then
+    the second stage on the k listed pairs of every query of each
+    direction, `PAIR_BLOCK` pairs at a time: (n_images + n_captions) * k
+    pairs. When a direction's lists hold every candidate (k >= n_captions
+    or n_images), the second stage scores the whole matrix instead, as its
+    own evaluation does, and both directions read their lists from it: with
+    k >= both, the metrics are the second stage's own.
+    """
+    n_images, n_captions = len(image_encodings), len(text_encodings)
+    k_i2t, k_t2i = min(two_stage.k, n_captions), min(two_stage.k, n_images)
+    first = score_matrix(two_stage.propose, image_encodings, text_encodings)
+    second = None
+    if k_i2t == n_captions or k_t2i == n_images:
+        second = score_matrix(two_stage.similarity, image_encodings, text_encodings)
+
+    def listed_scores(image_rows, text_rows):
+        """The second stage's scores of pairs (image_rows[q, c], text_rows[q, c])."""
+        if second is not None:
+            return second[image_rows, text_rows]
+        images, texts = image_rows.ravel(), text_rows.ravel()
+        scores = [np.asarray(two_stage.score_pairs(image_encodings[images[a : a + PAIR_BLOCK]],
+                                                   text_encodings[texts[a : a + PAIR_BLOCK]]))
+                  for a in range(0, len(images), PAIR_BLOCK)]
+        return np.concatenate(scores).reshape(image_rows.shape)
+
+    i2t, i2t_ap, i2t_hits = [], [], []
+    for a in progress.bar(range(0, n_images, IMAGE_BLOCK), desc=f"re-ranking {IMAGE_BLOCK}-image blocks",
+                          unit="block"):
+        order = reranking.first_stage_order(first[a : a + IMAGE_BLOCK])
+        rows, listed = np.arange(a, a + len(order)), order[:, :k_i2t]
+        scores = reranking.two_stage_scores(order, listed_scores(np.broadcast_to(rows[:, None], listed.shape), listed))
+        i2t.append(metrics.image_annotation_ranks(scores, caption_image, rows))
+        i2t_ap.append(metrics.image_annotation_average_precision(scores, caption_image, rows))
+        i2t_hits.append(reranking.image_lists_hit(listed, caption_image, rows))
+    t2i, t2i_hits = [], []
+    for a in progress.bar(range(0, n_captions, CAPTION_BLOCK), desc=f"re-ranking {CAPTION_BLOCK}-caption blocks",
+                          unit="block"):
+        order = reranking.first_stage_order(first[:, a : a + CAPTION_BLOCK].T)
+        columns, listed = np.arange(a, a + len(order)), order[:, :k_t2i]
+        scores = reranking.two_stage_scores(order, listed_scores(listed, np.broadcast_to(columns[:, None], listed.shape)))
+        t2i.append(metrics.image_retrieval_ranks(scores.T, caption_image[columns]))
+        t2i_hits.append(reranking.caption_lists_hit(listed, caption_image[columns]))
+    result = metrics.metrics_from_ranks(np.concatenate(i2t), np.concatenate(t2i), np.concatenate(i2t_ap))
+    result["rerank_k"] = two_stage.k
+    result["i2t_list_recall"] = 100.0 * float(np.mean(np.concatenate(i2t_hits)))
+    result["t2i_list_recall"] = 100.0 * float(np.mean(np.concatenate(t2i_hits)))
+    return result
+
+
+def fold_metrics(similarity, image_encodings, text_encodings, caption_image, two_stage=None):
+    """The metrics of one split or fold: ranked by `rank_all`, or by
+    `rank_two_stage` for a two-stage model."""
+    if two_stage is not None:
+        return rank_two_stage(two_stage, image_encodings, text_encodings, caption_image)
+    return metrics.metrics_from_ranks(*rank_all(similarity, image_encodings, text_encodings, caption_image))
 
 
 def sentence_similarity_mean_rank(similarity, text_encodings, caption_image):
@@ -107,7 +208,7 @@ def add_sentence_similarity(result, similarity, text_encodings, caption_image):
 
 
 def evaluate_encodings(similarity, image_encodings, text_encodings, caption_image, protocol="full",
-                       sentence_similarity=True):
+                       sentence_similarity=True, two_stage=None):
     """The metric dictionary of encoded images and captions under a protocol.
 
     With `sentence_similarity` (for a model whose images and captions share
@@ -116,11 +217,11 @@ def evaluate_encodings(similarity, image_encodings, text_encodings, caption_imag
     under the model's own similarity: over the captions with another
     caption of their item; where some or all have none, "notes" says so
     (`add_sentence_similarity`). Any number of captions per item works,
-    one included.
+    one included. A `TwoStage` model is ranked by `rank_two_stage`.
     """
     caption_image = np.asarray(caption_image)
     if protocol == "full":
-        result = metrics.metrics_from_ranks(*rank_all(similarity, image_encodings, text_encodings, caption_image))
+        result = fold_metrics(similarity, image_encodings, text_encodings, caption_image, two_stage)
         if sentence_similarity:
             add_sentence_similarity(result, similarity, text_encodings, caption_image)
         return result
@@ -135,8 +236,8 @@ def evaluate_encodings(similarity, image_encodings, text_encodings, caption_imag
     for fold, start in enumerate(range(0, n_images, FOLD_IMAGES), start=1):
         in_fold = (caption_image >= start) & (caption_image < start + FOLD_IMAGES)
         fold_texts, fold_captions = text_encodings[in_fold], caption_image[in_fold] - start
-        ranks = rank_all(similarity, image_encodings[start : start + FOLD_IMAGES], fold_texts, fold_captions)
-        results.append(metrics.metrics_from_ranks(*ranks))
+        results.append(fold_metrics(similarity, image_encodings[start : start + FOLD_IMAGES], fold_texts,
+                                    fold_captions, two_stage))
         if sentence_similarity:
             add_sentence_similarity(results[-1], similarity, fold_texts, fold_captions)
             for name, note in results[-1].pop("notes", {}).items():
@@ -160,6 +261,10 @@ def format_table(result):
         rows.append(f"{label:6}{values}")
     rows.append(f"rsum {result['rsum']:.1f}   i2t mAP {result['i2t_map']:.3f}   i2t MIR {result['i2t_mir']:.3f}"
                 + (f"   sentence similarity mean rank {result['t2t_meanr']:.1f}" if "t2t_meanr" in result else ""))
+    if "rerank_k" in result:
+        k = f"{result['rerank_k']:g}"
+        rows.append(f"two stages, lists of k = {k}: the first stage's recall@{k} (the re-ranker's ceiling) "
+                    f"i2t {result['i2t_list_recall']:.1f}, t2i {result['t2i_list_recall']:.1f}")
     rows.extend(f"note: {note}" for note in result.get("notes", {}).values())
     return "\n".join(rows)
 
@@ -181,13 +286,15 @@ def evaluate(scorer, split, protocol="full", batch_size=256, encodings=None, sen
 
     `sentence_similarity` (default: whether the scorer's model has a joint
     space) adds the sentence-similarity mean rank; validation leaves it out
-    (it needs only the selection metric).
+    (it needs only the selection metric). A scorer whose `two_stage` is a
+    `TwoStage` is ranked in two stages.
     """
     image_encodings, text_encodings = encodings or encode_split(scorer, split, batch_size)
     if sentence_similarity is None:
         sentence_similarity = scorer.joint_space
     return evaluate_encodings(
-        scorer.similarity, image_encodings, text_encodings, split.caption_image, protocol, sentence_similarity
+        scorer.similarity, image_encodings, text_encodings, split.caption_image, protocol, sentence_similarity,
+        scorer.two_stage,
     )
 
 

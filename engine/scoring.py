@@ -3,7 +3,8 @@
 Both scorers offer the same three operations (encode images, encode
 captions, similarity of encodings), so `engine.evaluation.evaluate` runs
 one protocol for both and a checkpoint and its export give the same
-numbers.
+numbers; `two_stage` (an `engine.evaluation.TwoStage`, or None) says how a
+two-stage model ranks.
 """
 
 import json
@@ -14,6 +15,7 @@ import tensorflow as tf
 
 from common import progress
 from common.errors import InputError
+from engine import evaluation
 from models.restore import restore_model
 
 
@@ -36,12 +38,23 @@ class CheckpointScorer:
         )
         self._encode_image = tf.function(model.encode_image, reduce_retracing=True)
         self._similarity = tf.function(model.similarity, reduce_retracing=True)
+        self._propose = _numpy(tf.function(model.proposal_similarity, reduce_retracing=True))
+        self._score_pairs = _numpy(tf.function(model.pair_similarity, reduce_retracing=True))
 
     @classmethod
     def from_model_dir(cls, model_dir, overrides=()):
         config, model = restore_model(model_dir, overrides)
         return cls(model, config.image_dim, config.data.path, config.data.image_features, config.data.test_split,
                    config.image_provenance, Path(model_dir) / "config.json")
+
+    @property
+    def two_stage(self):
+        """How a two-stage model (`models.rerank`) ranks, at its current
+        `rerank_k` (a fit chooses it); None for every other model."""
+        k = self.model.rerank_k
+        if k is None:
+            return None
+        return evaluation.TwoStage(propose=self._propose, score_pairs=self._score_pairs, similarity=self.similarity, k=k)
 
     def encode_images(self, features, batch_size=256):
         return _batched(self._encode_image, features, batch_size)
@@ -73,6 +86,8 @@ class SavedModelScorer:
         text = provenance.numpy().decode() if provenance is not None else ""
         self.image_provenance = json.loads(text) if text else None
         self.recorded_in = path
+        # The SavedModel of a two-stage model is not written yet (issue 36).
+        self.two_stage = None
 
     def encode_images(self, features, batch_size=256):
         return _batched(self.loaded.encode_image, features, batch_size)
@@ -82,6 +97,11 @@ class SavedModelScorer:
 
     def similarity(self, image_encodings, text_encodings):
         return self.loaded.similarity(image_encodings, text_encodings).numpy()
+
+
+def _numpy(function):
+    """`function` returning a NumPy array."""
+    return lambda *args: function(*args).numpy()
 
 
 def _encode_texts(function, captions, batch_size):

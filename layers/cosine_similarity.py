@@ -26,6 +26,12 @@ class CosineSimilarity(keras.layers.Layer):
         texts = _unit(text_embeddings)
         return ops.matmul(images, ops.transpose(texts))
 
+    def pairs(self, image_embeddings, text_embeddings):
+        """The cosine of aligned pairs: [P, D] x [P, D] -> [P] (pair p: row p
+        of each)."""
+        images, texts = (_unit(ops.cast(x, self.compute_dtype)) for x in (image_embeddings, text_embeddings))
+        return ops.sum(images * texts, axis=-1)
+
     def compute_output_shape(self, image_embeddings_shape, text_embeddings_shape):
         return (image_embeddings_shape[0], text_embeddings_shape[0])
 

@@ -21,5 +21,10 @@ class DotProductSimilarity(keras.layers.Layer):
     def call(self, image_embeddings, text_embeddings):
         return ops.matmul(image_embeddings, ops.transpose(text_embeddings))
 
+    def pairs(self, image_embeddings, text_embeddings):
+        """The dot product of aligned pairs: [P, D] x [P, D] -> [P]."""
+        return ops.sum(ops.cast(image_embeddings, self.compute_dtype) * ops.cast(text_embeddings, self.compute_dtype),
+                       axis=-1)
+
     def compute_output_shape(self, image_embeddings_shape, text_embeddings_shape):
         return (image_embeddings_shape[0], text_embeddings_shape[0])

@@ -30,5 +30,10 @@ class NegativeMSESimilarity(keras.layers.Layer):
         # Rounding can leave a tiny positive value for equal vectors.
         return ops.minimum(-(image_norms + text_norms - 2.0 * cross) / dim, 0.0)
 
+    def pairs(self, image_embeddings, text_embeddings):
+        """Minus the mean squared error of aligned pairs: [P, D] x [P, D] -> [P]."""
+        difference = ops.cast(image_embeddings, self.compute_dtype) - ops.cast(text_embeddings, self.compute_dtype)
+        return -ops.mean(ops.square(difference), axis=-1)
+
     def compute_output_shape(self, image_embeddings_shape, text_embeddings_shape):
         return (image_embeddings_shape[0], text_embeddings_shape[0])

@@ -63,6 +63,12 @@ class OrderViolationSimilarity(keras.layers.Layer):
         scores = tf.reshape(tf.transpose(scores, (0, 2, 1, 3)), (tf.shape(images)[0] * image_block, -1))
         return scores[:n_images, :n_texts]
 
+    def pairs(self, image_embeddings, text_embeddings):
+        """-|| max(0, c - i) ||^2 of aligned pairs: [P, D] x [P, D] -> [P]
+        (P x D differences: no blocks needed)."""
+        images, texts = (tf.cast(x, self.compute_dtype) for x in (image_embeddings, text_embeddings))
+        return -tf.reduce_sum(tf.square(tf.nn.relu(texts - images)), axis=-1)
+
     def compute_output_shape(self, image_embeddings_shape, text_embeddings_shape):
         return (image_embeddings_shape[0], text_embeddings_shape[0])
 

@@ -5,6 +5,7 @@ import abc
 import dataclasses
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from common.config import setting
@@ -98,6 +99,31 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
           image_encodings, text_encodings: encodings of B matching pairs.
           image_index: int [B], the dataset image of each pair.
         """
+
+    def pair_similarity(self, image_encodings, text_encodings):
+        """Similarities of aligned pairs, what a second stage of re-ranking
+        scores (`models.rerank`): [P, ...] x [P, ...] -> float32 [P], pair p
+        being image p with text p.
+
+        This default runs `similarity` on each pair alone ([1] x [1]): right
+        for any model, one call per pair. A family overrides it with its
+        similarity of aligned pairs, which costs what P pairs cost."""
+        return tf.map_fn(
+            lambda pair: tf.cast(self.similarity(pair[0][None], pair[1][None]), tf.float32)[0, 0],
+            (image_encodings, text_encodings), fn_output_signature=tf.float32,
+        )
+
+    # The list length of a two-stage model (`models.rerank`): a query's
+    # candidates are proposed by `proposal_similarity`, and only its
+    # `rerank_k` best are scored by `pair_similarity`
+    # (`engine.evaluation.rank_two_stage`); None for a model that scores
+    # every pair with `similarity`.
+    rerank_k = None
+
+    def proposal_similarity(self, image_encodings, text_encodings):
+        """A two-stage model's first stage: [n_images, ...] x [n_texts, ...]
+        -> float [n_images, n_texts]; only called when `rerank_k` is set."""
+        raise NotImplementedError(f"{type(self).__name__} ranks in one stage (rerank_k is None)")
 
     def call(self, inputs, training=False):
         """{"image_features", "token_ids"} -> similarity matrix of the batch."""

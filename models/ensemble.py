@@ -190,19 +190,19 @@ def prepare(config):
         reference, where = split_of(experiments[0], role)
         for directory, experiment in zip(config.model.members[1:], experiments[1:]):
             theirs, their_file = split_of(experiment, role)
-            difference = _difference(reference, theirs)
+            difference = split_difference(reference, theirs)
             if difference:
                 raise InputError(f"{directory}/config.json: its {role} split ({their_file}) is not the one of "
                                  f"{first} ({where}): {difference}")
     reference, where = split_of(experiments[0], "dev")
-    difference = _difference(read(data.path, data.dev_split, next(iter(kinds))), reference)
+    difference = split_difference(read(data.path, data.dev_split, next(iter(kinds))), reference)
     if difference:
         raise InputError(f"{Path(data.path) / data.dev_split}: the ensemble's dev split is not its members' ({where}), "
                          f"on which its weights must be chosen: {difference}")
     return dataclasses.replace(config, data=data)
 
 
-def _difference(ours, theirs):
+def split_difference(ours, theirs):
     """The first difference between two splits' contents, in words, or None."""
     for what, a, b in zip(("image", "caption"), ours[:2], theirs[:2]):
         if len(a) != len(b):
@@ -288,6 +288,14 @@ class Ensemble(RetrievalModel):
     def similarity(self, image_encodings, text_encodings):
         scores = self.member_similarities(image_encodings, text_encodings)
         return tf.add_n([self.mix[m] * self.comparable_scores(m, s) for m, s in enumerate(scores)])
+
+    def pair_similarity(self, image_encodings, text_encodings):
+        """The combined score of aligned pairs [P, ...] x [P, ...] -> [P],
+        from each member's `pair_similarity`."""
+        images = tf.split(image_encodings, self.image_sizes, axis=-1)
+        texts = tf.split(text_encodings, self.text_sizes, axis=-1)
+        return tf.add_n([self.mix[m] * self.comparable_scores(m, tf.cast(member.pair_similarity(i, t), tf.float32))
+                         for m, (member, i, t) in enumerate(zip(self.members, images, texts))])
 
     def pair_loss(self, image_encodings, text_encodings, image_index):
         raise TypeError("an ensemble is fitted on the dev split (fit_split), not trained by gradients")
@@ -400,11 +408,16 @@ def build(config, vocabulary, image_dim):
             f"model.members read image features {' + '.join(f'{k} ({d})' for k, d in kinds.items())} = "
             f"{sum(kinds.values())} columns; the ensemble's features have {image_dim}"
         )
+    return Ensemble(config, member_columns(config.members, experiments, kinds))
+
+
+def member_columns(directories, experiments, kinds):
+    """The `Member`s of runs reading `kinds` ({name: dimension}) side by
+    side, in that order: each with the columns of its own kind."""
     starts = dict(zip(kinds, itertools.accumulate([0, *kinds.values()])))
-    members = [Member(directory, experiment,
-                      (starts[experiment.data.image_features], starts[experiment.data.image_features] + experiment.image_dim))
-               for directory, experiment in zip(config.members, experiments)]
-    return Ensemble(config, members)
+    return [Member(directory, experiment,
+                   (starts[experiment.data.image_features], starts[experiment.data.image_features] + experiment.image_dim))
+            for directory, experiment in zip(directories, experiments)]
 
 
 # Nothing is trained: the trainer validates the fitted ensemble once.

@@ -259,6 +259,10 @@ class MCNNModel(RetrievalModel):
             flat = tf.reshape(x, (-1, x.shape[1] * x.shape[2]))
         return tf.reshape(self.mlp(flat, training=training)[:, 0], shape)
 
+    def pair_similarity(self, image_encodings, text_encodings):
+        """The pair network on aligned pairs [P, F'] x [P, E] -> [P]."""
+        return tf.cast(self.score_pairs(image_encodings, text_encodings), tf.float32)
+
     def similarity(self, image_encodings, text_encodings):
         """Every image with every sentence, in blocks of b x b pairs
         holding at most `max_block_elements` floats of the joint layer."""

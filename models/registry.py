@@ -25,6 +25,7 @@ FAMILIES = {
     "models.w2vv": ("w2vv", "w2vv-bow", "w2vv-word2vec", "w2vv-gru"),
     "models.mcnn": ("mcnn-wd", "mcnn-phs", "mcnn-phl", "mcnn-st", "mcnn-ens"),
     "models.ensemble": ("ensemble",),
+    "models.rerank": ("rerank",),
     "models.fisher_vectors": ("fv-mean", "fv-gmm", "fv-lmm", "fv-hglmm", "fv-gmm-hglmm"),
 }
 _FAMILY_OF = {name: module for module, names in FAMILIES.items() for name in names}

@@ -178,6 +178,9 @@ class VSEModel(RetrievalModel):
     def similarity(self, image_encodings, text_encodings):
         return self.similarity_layer(image_encodings, text_encodings)
 
+    def pair_similarity(self, image_encodings, text_encodings):
+        return self.similarity_layer.pairs(image_encodings, text_encodings)
+
     def pair_loss(self, image_encodings, text_encodings, image_index):
         return self.hinge(self.similarity(image_encodings, text_encodings), image_index)
 

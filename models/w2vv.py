@@ -262,6 +262,9 @@ class W2VVModel(RetrievalModel):
     def similarity(self, image_encodings, text_encodings):
         return self.similarity_layer(image_encodings, text_encodings)
 
+    def pair_similarity(self, image_encodings, text_encodings):
+        return self.similarity_layer.pairs(image_encodings, text_encodings)
+
     def pair_loss(self, image_encodings, text_encodings, image_index):
         if self.config.loss == "mse":
             # Eq. 8, averaged over the feature dimensions and the batch

@@ -174,6 +174,9 @@ class FisherVectorModel(RetrievalModel):
     def similarity(self, image_encodings, text_encodings):
         return self.similarity_layer(image_encodings, text_encodings)
 
+    def pair_similarity(self, image_encodings, text_encodings):
+        return self.similarity_layer.pairs(image_encodings, text_encodings)
+
     def pair_loss(self, image_encodings, text_encodings, image_index):
         raise TypeError("Fisher-vector models are fitted in closed form (fit_split), not by gradients")
 

@@ -63,6 +63,8 @@ class FakeScorer:
     """A scorer (the interface of `engine.scoring`'s) on hand-made encodings:
     images encode as their features, captions as the vector `CAPTIONS` gives."""
 
+    two_stage = None
+
     def __init__(self, joint_space=True):
         self.joint_space = joint_space
         self.calls = []

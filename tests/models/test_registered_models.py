@@ -11,6 +11,7 @@ from data.tokenizer import tokenize_strings
 from data.word_vectors import WordVectors
 from models import registry
 from models.ensemble import EnsembleConfig
+from models.rerank import RerankConfig
 
 VOCABULARY = ["<pad>", "<unk>", "a", "dog", "runs", "on", "the", "grass", "."]
 # Small sizes for whichever of these fields a model's config has.
@@ -28,9 +29,10 @@ def tiny_model(name):
     model.set_word_vectors(vectors, seed=0)
     return model
 
-# Every model but the ensembles, which are built from trained runs
-# (tests/models/test_ensemble.py).
-SINGLE_MODELS = [name for name in registry.names() if not issubclass(registry.get(name).config_class, EnsembleConfig)]
+# Every model but the ensembles and the two-stage model, which are built
+# from trained runs (tests/models/test_ensemble.py, test_rerank.py).
+SINGLE_MODELS = [name for name in registry.names()
+                 if not issubclass(registry.get(name).config_class, (EnsembleConfig, RerankConfig))]
 
 
 def batch(size=4, seed=0):

@@ -1,0 +1,269 @@
+"""Two-stage retrieval: a trained joint-space run proposes, any trained run
+re-ranks.
+
+    python train.py --model rerank --model-dir runs/rerank-fv-ens \\
+        --set model.members=runs/fv-gmm-hglmm-quick,runs/ens-all-quick
+
+`model.members` is two run directories written by train.py: the first
+stage, a model whose images and captions meet in one space and whose score
+is a similarity of their encodings (`joint_space`: `gru`, RCN, the FNE
+pipelines, `w2vv`, `fv-*`), and the second stage, any run (an ensemble and
+`mcnn-ens` included). A query (an image in image annotation, a caption in
+image retrieval) is ranked in two stages (`common.reranking`):
+
+- the first stage scores every candidate; its ranking is by descending
+  score, equal scores in index order; the query's list is its first `k`
+  candidates (in both directions the same `k`: the captions proposed for
+  an image, the images proposed for a caption);
+- the second stage scores only the listed pairs; the list is ranked by
+  them, equal second-stage scores in the order `common.metrics` gives equal
+  scores of any matrix (so a list of every candidate is ranked exactly as
+  the second stage alone ranks); every unlisted candidate (the tail) comes
+  after the whole list, in the first stage's ranking.
+
+So a pair outside a query's list is below every re-ranked pair of that
+query, and the standard metrics are those of this ranking
+(`engine.evaluation.rank_two_stage`, which also reports the first stage's
+recall@k of each direction: the ceiling of a re-ranker). The two-stage
+score of a pair depends on the query's other candidates (its list), so it
+is no similarity of a pair alone: the model's `similarity` is the second
+stage's, the score a pair gets once re-ranked.
+
+`k` is `model.k` when given, else chosen on the dev split: the smallest k
+of `model.k_grid` whose dev rsum is within `model.k_margin` of the full
+re-ranking's (the second stage alone, every pair scored); if none is, every
+candidate (k = the larger of the dev images and captions). The test split
+takes no part in the choice; results.json's "fit" records it with the dev
+rsum at every k of the grid. `evaluate.py --set model.k=K` evaluates a run
+at another k without refitting.
+"""
+
+import dataclasses
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from common import metrics, reranking
+from common.config import TrainConfig, setting
+from common.errors import InputError
+from data import splits
+from data.vocabulary import Vocabulary
+from models import ensemble, registry
+from models.base import ModelConfig, RetrievalModel
+from models.restore import BEST_DIR, load_experiment, restore_model
+
+# Dev images scored at a time, against every dev caption, by either stage in the fit.
+IMAGE_BLOCK = 128
+
+
+@dataclasses.dataclass
+class RerankConfig(ModelConfig):
+    """Settings of a two-stage model.
+
+    Attributes:
+      members: two run directories (train.py's --model-dir): the first
+        stage (a joint-space model) and the second stage (any model).
+      k: the list length of each query, in both directions; None = chosen
+        on the dev split (see the module docstring).
+      k_grid: the list lengths the dev choice tries, smallest first.
+      k_margin: how far below the full re-ranking's dev rsum the chosen
+        k's may be (rsum points).
+    """
+
+    members: tuple[str, ...] = ()
+    k: int | None = setting(None, minimum=1)
+    k_grid: tuple[int, ...] = setting((1, 2, 5, 10, 20, 50, 100, 200, 500), minimum=1)
+    k_margin: float = setting(1.0, minimum=0)
+
+
+def stage_experiments(config):
+    """The two stages' experiment configs, from their config.json files:
+    `InputError` (one line, naming the file) unless `members` is two
+    distinct run directories, each with its vocabulary and best checkpoint,
+    neither a two-stage run itself."""
+    if len(config.members) != 2:
+        raise InputError(
+            "model.members: a two-stage model needs two run directories (train.py's --model-dir), the first "
+            "stage then the second, e.g. --set model.members=runs/fv-gmm-hglmm-quick,runs/ens-all-quick; "
+            f"got {list(config.members)}")
+    if Path(config.members[0]).resolve() == Path(config.members[1]).resolve():
+        raise InputError(f"model.members: {config.members[0]} is both stages; its own evaluation ranks by it alone")
+    experiments = []
+    for directory in config.members:
+        experiment = load_experiment(directory)
+        if issubclass(registry.get(experiment.model_name).config_class, RerankConfig):
+            raise InputError(f"{directory}/config.json: a stage may not be a two-stage run itself; "
+                             "name its stages' runs instead")
+        Vocabulary.load(Path(directory) / "vocab.json")
+        if tf.train.latest_checkpoint(str(Path(directory) / BEST_DIR)) is None:
+            raise InputError(f"{Path(directory) / BEST_DIR}: no checkpoint; has this run been validated once?")
+        if experiment.image_dim is None:
+            raise InputError(f"{directory}/config.json: no image_dim; is this a run written by train.py?")
+        experiments.append(experiment)
+    return experiments
+
+
+def prepare(config):
+    """A new two-stage run's experiment config, checked against its stages
+    before any data is read: it reads the image features of both stages
+    (side by side, once if they are the same kind); both stages were
+    selected on the same dev split (the same images and captions in the
+    same order) and the run's dev split is theirs, on which `k` is chosen.
+    Its test split may be any. Otherwise an `InputError` names the run and
+    the first difference."""
+    experiments = stage_experiments(config.model)
+    kinds = ensemble.feature_kinds(experiments)
+    data = dataclasses.replace(config.data, image_features="+".join(kinds))
+
+    def dev_of(data_config):
+        loaded = splits.load_split(data_config.path, data_config.dev_split, data_config.image_features.split("+")[0])
+        return (loaded.image_ids, loaded.captions, loaded.caption_image), Path(data_config.path) / data_config.dev_split
+
+    reference, where = dev_of(experiments[0].data)
+    for directory, data_config in ((config.model.members[1], experiments[1].data), (None, data)):
+        theirs, their_file = dev_of(data_config)
+        difference = ensemble.split_difference(reference, theirs)
+        if difference and directory:
+            raise InputError(f"{directory}/config.json: its dev split ({their_file}) is not the one of the first "
+                             f"stage, {config.model.members[0]} ({where}): {difference}")
+        if difference:
+            raise InputError(f"{their_file}: the run's dev split is not its stages' ({where}), on which k must be "
+                             f"chosen: {difference}")
+    return dataclasses.replace(config, data=data)
+
+
+def vocabulary(config, train_captions, word_vectors=None):
+    """No vocabulary of its own (each stage tokenises with its own)."""
+    return ensemble.vocabulary(config, train_captions, word_vectors)
+
+
+class Rerank(RetrievalModel):
+    """A first stage proposing and a second stage re-ranking (the module
+    docstring). Built from the stages' configs and vocabularies, with
+    untrained weights; `fit_split` copies their best weights and chooses
+    `k` on dev."""
+
+    fits_without_gradients = True
+    joint_space = False
+
+    def __init__(self, config, stages, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.stage_runs = stages
+        # Raw captions go to both stages, which tokenise them themselves.
+        self.vectorizer = keras.layers.Identity()
+        self.first_stage, self.second_stage = (
+            registry.get(run.experiment.model_name).build_model(
+                run.experiment.model, Vocabulary.load(Path(run.directory) / "vocab.json"), run.experiment.image_dim)
+            for run in stages)
+        if not self.first_stage.joint_space:
+            raise InputError(
+                f"{stages[0].directory}/config.json: a {stages[0].experiment.model_name!r} run cannot be the first "
+                "stage: its image and caption encodings meet in no space of their own (joint_space is false); "
+                "take a joint-space run (gru, rcn, an FNE pipeline, w2vv, fv-*)")
+        # The k chosen on dev (0 until fitted); `config.k`, when set, wins.
+        self.list_length = self.add_weight(shape=(), dtype="int32", initializer="zeros", trainable=False,
+                                           name="list_length")
+        self.image_sizes, self.text_sizes = [], []
+        for stage, run in zip((self.first_stage, self.second_stage), stages):
+            self.image_sizes.append(int(stage.encode_image(tf.zeros([1, run.experiment.image_dim])).shape[-1]))
+            self.text_sizes.append(int(stage.encode_text(stage.vectorizer(tf.constant(["a"]))).shape[-1]))
+
+    @property
+    def rerank_k(self):
+        return self.config.k if self.config.k is not None else int(self.list_length.numpy())
+
+    def encode_text(self, texts, training=False):
+        """tf.string [B] raw captions -> both stages' encodings, side by side."""
+        return tf.concat([stage.encode_text(stage.vectorizer(texts)) for stage in self._stages], axis=-1)
+
+    def encode_image(self, image_features, training=False):
+        """[B, F] (the features both stages read, side by side) -> both
+        stages' encodings of their own columns, side by side."""
+        return tf.concat([stage.encode_image(image_features[:, run.columns[0] : run.columns[1]])
+                          for stage, run in zip(self._stages, self.stage_runs)], axis=-1)
+
+    @property
+    def _stages(self):
+        return self.first_stage, self.second_stage
+
+    def _parts(self, image_encodings, text_encodings, stage):
+        """Stage `stage`'s (0: first, 1: second) part of the encodings."""
+        return (tf.split(image_encodings, self.image_sizes, axis=-1)[stage],
+                tf.split(text_encodings, self.text_sizes, axis=-1)[stage])
+
+    def proposal_similarity(self, image_encodings, text_encodings):
+        return tf.cast(self.first_stage.similarity(*self._parts(image_encodings, text_encodings, 0)), tf.float32)
+
+    def similarity(self, image_encodings, text_encodings):
+        """The second stage's scores of every pair: a listed pair's score."""
+        return tf.cast(self.second_stage.similarity(*self._parts(image_encodings, text_encodings, 1)), tf.float32)
+
+    def pair_similarity(self, image_encodings, text_encodings):
+        return self.second_stage.pair_similarity(*self._parts(image_encodings, text_encodings, 1))
+
+    def pair_loss(self, image_encodings, text_encodings, image_index):
+        raise TypeError("a two-stage model is assembled from trained runs and fitted on dev (fit_split), "
+                        "not trained by gradients")
+
+    def fit_split(self, train_split, dev_split, writer, seed):
+        """Copies both stages' best weights from their run directories,
+        then chooses `k` on `dev_split` unless `config.k` is set; the
+        training split is not used. Scores every dev pair by both stages
+        (the full re-ranking is the reference of the choice)."""
+        for stage, run in zip(self._stages, self.stage_runs):
+            stage.set_weights(restore_model(run.directory)[1].get_weights())
+        images = self.encode_image(tf.constant(dev_split.images))
+        texts = tf.concat([self.encode_text(tf.constant(np.asarray(dev_split.captions[a : a + 256], dtype=object)))
+                           for a in range(0, len(dev_split.captions), 256)], axis=0)
+        first, second = (np.concatenate([function(images[a : a + IMAGE_BLOCK], texts).numpy()
+                                         for a in range(0, len(dev_split.images), IMAGE_BLOCK)])
+                         for function in (self.proposal_similarity, self.similarity))
+        caption_image = dev_split.caption_image
+        full = metrics.retrieval_metrics(second, caption_image)["rsum"]
+        every = max(first.shape)
+        by_k = {k: reranking.two_stage_metrics(first, second, caption_image, k) for k in sorted(set(self.config.k_grid))}
+        within = [k for k, result in by_k.items() if result["rsum"] >= full - self.config.k_margin]
+        chosen = self.config.k if self.config.k is not None else (within[0] if within else every)
+        self.list_length.assign(chosen)
+        return {
+            "k": chosen,
+            "k_from": ("model.k" if self.config.k is not None else
+                       f"dev: the smallest k of the grid within {self.config.k_margin:g} rsum of the full re-ranking"
+                       + ("" if within else "; none is, so every candidate")),
+            "dev_recall_sum": round(reranking.two_stage_metrics(first, second, caption_image, chosen)["rsum"], 2),
+            "dev_recall_sum_full_rerank": round(full, 2),
+            "dev_recall_sum_first_stage": round(metrics.retrieval_metrics(first, caption_image)["rsum"], 2),
+            "dev_recall_sum_by_k": {str(k): round(result["rsum"], 2) for k, result in by_k.items()},
+            "dev_list_recall_by_k": {str(k): [round(result["i2t_list_recall"], 2), round(result["t2i_list_recall"], 2)]
+                                     for k, result in by_k.items()},
+            "members": list(self.config.members),
+        }
+
+
+def build(config, vocabulary, image_dim):
+    """The two-stage model of `config.members` (see `Rerank`); `image_dim`
+    must be the sum of the dimensions of the kinds of features they read."""
+    experiments = stage_experiments(config)
+    kinds = ensemble.feature_kinds(experiments)
+    if sum(kinds.values()) != image_dim:
+        raise InputError(
+            f"model.members read image features {' + '.join(f'{k} ({d})' for k, d in kinds.items())} = "
+            f"{sum(kinds.values())} columns; the run's features have {image_dim}")
+    return Rerank(config, ensemble.member_columns(config.members, experiments, kinds))
+
+
+registry.register(
+    registry.ModelSpec(
+        name="rerank",
+        config_class=RerankConfig,
+        build=build,
+        # Nothing is trained: the trainer validates the fitted model once.
+        train=TrainConfig(),
+        vocabulary=vocabulary,
+        prepare=prepare,
+        presets={"quick": {}},
+    )
+)

@@ -1,0 +1,97 @@
+"""The two-stage model (`models.rerank`): a tiny `gru` proposes, the tiny
+m-CNN ensemble re-ranks, tested on 100 images (`short_test_data`)."""
+
+import json
+
+import numpy as np
+import pytest
+
+import train
+from common import metrics, reranking
+from data import splits
+from engine import evaluation
+from engine.scoring import CheckpointScorer
+from models.base import RetrievalModel
+from models.restore import restore_model
+
+
+@pytest.fixture(scope="module")
+def trained_rerank(trained, trained_mcnn_ens, short_test_data, tmp_path_factory):
+    model_dir = tmp_path_factory.mktemp("rerank") / "gru-mcnn-ens"
+    argv = ["--model", "rerank", "--model-dir", str(model_dir), "--data", str(short_test_data),
+            "--set", f"model.members={trained},{trained_mcnn_ens}", "--set", "train.validate_max_images=50"]
+    assert train.main(argv) == 0
+    return model_dir
+
+
+@pytest.fixture(scope="module")
+def test_split(short_test_data):
+    return splits.load_split(short_test_data, "test", "ims")
+
+
+def scores(model_dir, split):
+    """A run's own matrix of the split, by its own evaluation's scorer."""
+    scorer = CheckpointScorer.from_model_dir(model_dir)
+    images, texts = evaluation.encode_split(scorer, split)
+    return evaluation.score_matrix(scorer.similarity, images, texts)
+
+
+def test_the_fit_chooses_the_smallest_k_of_the_grid_within_the_margin_on_dev(trained_rerank):
+    results = json.loads((trained_rerank / "results.json").read_text())
+    fit = results["fit"]
+    full, by_k = fit["dev_recall_sum_full_rerank"], fit["dev_recall_sum_by_k"]
+    within = [int(k) for k, rsum in by_k.items() if rsum >= full - 1.0 - 0.01]
+    assert fit["k"] == min(within)
+    assert results["test"]["rerank_k"] == fit["k"]
+    assert not (trained_rerank / "saved_model").exists()
+
+
+@pytest.mark.parametrize("k", [3, 20])
+def test_evaluation_equals_a_numpy_re_ranking_of_the_first_stage_lists(trained_rerank, trained, trained_mcnn_ens,
+                                                                        test_split, k):
+    scorer = CheckpointScorer.from_model_dir(trained_rerank, [f"model.k={k}"])
+    result = evaluation.evaluate(scorer, test_split)
+    first, second = scores(trained, test_split), scores(trained_mcnn_ens, test_split)
+    # The evaluation scores listed pairs with `pair_similarity`, the matrix with `similarity`: equal to
+    # float32 rounding (about 1e-6 here, test_pair_similarity...), so the rankings agree when no two listed scores
+    # are within 1e-5.
+    for queries, candidates in ((first, second), (first.T, second.T)):
+        listed = np.sort(np.take_along_axis(candidates, reranking.first_stage_order(queries)[:, :k], axis=1), axis=1)
+        assert np.diff(listed, axis=1).min() > 1e-5
+    assert result == pytest.approx(reranking.two_stage_metrics(first, second, test_split.caption_image, k)
+                                   | {"rerank_k": k}, abs=1e-9)
+
+
+def test_lists_of_every_candidate_give_exactly_the_second_stage_metrics(trained_rerank, trained_mcnn_ens, test_split):
+    every = len(test_split.captions)
+    result = evaluation.evaluate(CheckpointScorer.from_model_dir(trained_rerank, [f"model.k={every}"]), test_split)
+    own = evaluation.evaluate(CheckpointScorer.from_model_dir(trained_mcnn_ens), test_split)
+    assert {name: result[name] for name in metrics.METRIC_NAMES} == {name: own[name] for name in metrics.METRIC_NAMES}
+
+
+def test_pair_similarity_of_every_family_here_is_its_similarity_of_those_pairs(trained_rerank):
+    _, model = restore_model(trained_rerank)
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(6, sum(run.experiment.image_dim for run in model.stage_runs))).astype(np.float32)
+    images = model.encode_image(features[:, : max(run.columns[1] for run in model.stage_runs)])
+    texts = model.encode_text(np.asarray(["a dog runs", "two children play on a beach", "a man", "a red car",
+                                          "people", "a black dog jumps over a log"], dtype=object))
+    pairs = rng.integers(0, 6, size=(2, 10))
+    for stage, part in ((model.first_stage, 0), (model.second_stage, 1)):
+        stage_images, stage_texts = model._parts(images, texts, part)
+        matrix = np.asarray(stage.similarity(stage_images, stage_texts))[pairs[0], pairs[1]]
+        for function in (stage.pair_similarity, lambda i, t: RetrievalModel.pair_similarity(stage, i, t)):
+            got = np.asarray(function(np.asarray(stage_images)[pairs[0]], np.asarray(stage_texts)[pairs[1]]))
+            # float32 sums in another order (m-CNN: blocks against pairs), as tests/models/test_mcnn.py.
+            np.testing.assert_allclose(got, matrix, rtol=1e-5, atol=1e-5)
+
+
+def test_a_pairwise_first_stage_or_a_single_member_is_refused(trained, trained_mcnn_ens, short_test_data, tmp_path,
+                                                              capsys):
+    for members, message in ((f"{trained_mcnn_ens},{trained}", "cannot be the first stage"),
+                             (f"{trained}", "needs two run directories")):
+        argv = ["--model", "rerank", "--model-dir", str(tmp_path / "run"), "--data", str(short_test_data),
+                "--set", f"model.members={members}"]
+        assert train.main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
