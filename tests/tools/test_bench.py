@@ -16,7 +16,7 @@ TINY = ["--set", "model.word_dim=8", "--set", "model.embed_dim=16", "--steps", "
 def read_record(path):
     """The record --record wrote, after checking its envelope's fields."""
     record = json.loads(Path(path).read_text())
-    assert list(record) == ["command", "date", "cores", "cpu", "load_average", "python", "tensorflow", "reports"]
+    assert list(record) == ["version", "command", "date", "cores", "cpu", "load_average", "python", "tensorflow", "reports"]
     assert isinstance(record["reports"], list) and all(isinstance(report, dict) for report in record["reports"])
     return record
 
