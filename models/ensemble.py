@@ -74,7 +74,7 @@ from data import splits
 from data.vocabulary import PAD, UNK, Vocabulary
 from models import registry
 from models.base import ModelConfig, RetrievalModel
-from models.restore import BEST_DIR, load_experiment, restore_model
+from models.restore import load_trained_run, restore_model
 
 COMBINATIONS = ("zscore", "rank", "sum")
 # The grid search refuses grids larger than this (many members, a fine step).
@@ -131,15 +131,10 @@ def member_experiments(config):
         if Path(directory).resolve() in seen:
             raise InputError(f"model.members: {directory} is listed twice")
         seen.add(Path(directory).resolve())
-        experiment = load_experiment(directory)
+        experiment = load_trained_run(directory)
         if issubclass(registry.get(experiment.model_name).config_class, EnsembleConfig):
             raise InputError(f"{directory}/config.json: a member may not be an ensemble ({experiment.model_name!r}); "
                              "list its members instead")
-        Vocabulary.load(Path(directory) / "vocab.json")
-        if tf.train.latest_checkpoint(str(Path(directory) / BEST_DIR)) is None:
-            raise InputError(f"{Path(directory) / BEST_DIR}: no checkpoint; has this run been validated once?")
-        if experiment.image_dim is None:
-            raise InputError(f"{directory}/config.json: no image_dim; is this a run written by train.py?")
         experiments.append(experiment)
     if config.weights and len(config.weights) != len(experiments):
         raise InputError(f"model.weights: {counted(len(config.weights), 'weight')} for {counted(len(experiments), 'member')}")

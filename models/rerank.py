@@ -52,7 +52,7 @@ from data import splits
 from data.vocabulary import Vocabulary
 from models import ensemble, registry
 from models.base import ModelConfig, RetrievalModel
-from models.restore import BEST_DIR, load_experiment, restore_model
+from models.restore import load_trained_run, restore_model
 
 # Dev images scored at a time, against every dev caption, by either stage in the fit.
 IMAGE_BLOCK = 128
@@ -92,15 +92,10 @@ def stage_experiments(config):
         raise InputError(f"model.members: {config.members[0]} is both stages; its own evaluation ranks by it alone")
     experiments = []
     for directory in config.members:
-        experiment = load_experiment(directory)
+        experiment = load_trained_run(directory)
         if issubclass(registry.get(experiment.model_name).config_class, RerankConfig):
             raise InputError(f"{directory}/config.json: a stage may not be a two-stage run itself; "
                              "name its stages' runs instead")
-        Vocabulary.load(Path(directory) / "vocab.json")
-        if tf.train.latest_checkpoint(str(Path(directory) / BEST_DIR)) is None:
-            raise InputError(f"{Path(directory) / BEST_DIR}: no checkpoint; has this run been validated once?")
-        if experiment.image_dim is None:
-            raise InputError(f"{directory}/config.json: no image_dim; is this a run written by train.py?")
         experiments.append(experiment)
     return experiments
 

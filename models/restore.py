@@ -33,6 +33,20 @@ def load_experiment(model_dir):
     return experiment_from_json(read_text(path), defaults, path)
 
 
+def load_trained_run(model_dir):
+    """The `ExperimentConfig` of a trained run another model is built from
+    (an ensemble's member, a re-ranker's stage): `InputError` naming the
+    file unless the run has its vocabulary, a best checkpoint and its
+    image width."""
+    experiment = load_experiment(model_dir)
+    Vocabulary.load(Path(model_dir) / "vocab.json")
+    if tf.train.latest_checkpoint(str(Path(model_dir) / BEST_DIR)) is None:
+        raise InputError(f"{Path(model_dir) / BEST_DIR}: no checkpoint; has this run been validated once?")
+    if experiment.image_dim is None:
+        raise InputError(f"{model_dir}/config.json: no image_dim; is this a run written by train.py?")
+    return experiment
+
+
 def restore_model(model_dir, overrides=()):
     """Rebuilds a model directory's model and loads its best weights.
 
