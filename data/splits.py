@@ -11,14 +11,6 @@ from data import collections, readers
 from data.embedded import EMBEDDED_DATA
 
 
-# The kinds of image features a user names (`train.py` and `evaluate.py
-# --image-features`) and the feature name each reads from a data folder
-# (`DataConfig.image_features`, `{split}_<name>.npy`): `fc`, one CNN layer's
-# features; `fne`, every layer's, the raw material of a Full-Network
-# Embedding. Recorded runs and exports name the files, so these stay.
-FEATURE_NAMES = {"fc": "ims", "fne": "stages"}
-
-
 @dataclasses.dataclass
 class DataConfig:
     """Where the data is.
@@ -30,7 +22,7 @@ class DataConfig:
         in the precomp layout, `<split>/FeatureData/<name>/` for
         collections; "a+b" concatenates the features a and b of each item
         (e.g. a video's visual and audio features). "ims" and "stages" are
-        the files of the kinds `fc` and `fne` (`FEATURE_NAMES`).
+        the files of the kinds `fc` and `fne` (`models.registry.FEATURE_NAMES`).
       train_split / dev_split / test_split: the splits used for training,
         model selection and the final report (file prefixes, or collection
         names such as msrvtt10ktrain).

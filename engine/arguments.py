@@ -8,11 +8,12 @@ from common.errors import InputError
 from data import provenance, splits
 from data.embedded import EMBEDDED_DATA
 from engine import model_dirs
+from models.registry import FEATURE_NAMES
 
 log = logging.getLogger(__name__)
 
 # The file names evaluate.py's --image-features took before it took train.py's kinds.
-_DEPRECATED = {name: kind for kind, name in splits.FEATURE_NAMES.items()}
+_DEPRECATED = {name: kind for kind, name in FEATURE_NAMES.items()}
 
 
 def add_model_and_split_arguments(parser):
@@ -23,9 +24,9 @@ def add_model_and_split_arguments(parser):
     source.add_argument("--saved-model", help="a SavedModel exported by train.py")
     parser.add_argument("--data", help="precomp data folder (default: the model's training data, else the embedded Flickr8k)")
     parser.add_argument("--image-features", metavar="KIND",
-                        help="the kind of image features the model reads, as train.py's: fc (one CNN layer's, "
-                        "{split}_ims.npy) or fne (every layer's, {split}_stages.npy), fc+fne for an ensemble of both "
-                        "(default: the model's)")
+                        help="the kind of image features the model reads, as train.py's: "
+                        f"{' or '.join(f'{kind} ({{split}}_{name}.npy)' for kind, name in FEATURE_NAMES.items())}, "
+                        f"{'+'.join(FEATURE_NAMES)} for an ensemble of both (default: the model's)")
     parser.add_argument("--split", help="the split to use (default: the model's test split, else 'test')")
     parser.add_argument("--quiet", action="store_true", help="no progress bars (there are none when stderr is not a terminal)")
     parser.add_argument("--verbose", action="store_true", help="keep TensorFlow's start-up lines (hidden by default)")
@@ -63,7 +64,7 @@ def load_model_and_split(args, overrides=()):
 
 def feature_name(kinds):
     """The feature name (`DataConfig.image_features`) of `--image-features
-    KINDS`: train.py's kinds (`splits.FEATURE_NAMES`), joined by '+' for an
+    KINDS`: train.py's kinds (`FEATURE_NAMES`), joined by '+' for an
     ensemble's; the file names "ims" and "stages" that the option took
     before, with a deprecation warning; any other name as it is (a
     collection's own features, e.g. a video's)."""
@@ -71,7 +72,7 @@ def feature_name(kinds):
     if any(part in _DEPRECATED for part in parts):
         log.warning("--image-features %s is deprecated: write --image-features %s", kinds,
                     "+".join(_DEPRECATED.get(part, part) for part in parts))
-    return "+".join(splits.FEATURE_NAMES.get(part, part) for part in parts)
+    return "+".join(FEATURE_NAMES.get(part, part) for part in parts)
 
 
 def check_saved_model(path):

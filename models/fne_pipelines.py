@@ -49,7 +49,6 @@ the authors' released code keeps each negative's hardest anchor instead
 import dataclasses
 
 from common.config import TrainConfig
-from data.splits import FEATURE_NAMES
 from models import registry
 from models.vse import VSEConfig, VSEModel
 
@@ -176,7 +175,7 @@ TRAINING = TrainConfig(
 
 # `--image-features fne`: the per-layer features that `python -m
 # data.extract_features --stages` writes, through the Full-Network Embedding.
-FNE_FEATURES = {"model.image_input": "fne", "data.image_features": FEATURE_NAMES["fne"]}
+FNE_FEATURES = {"model.image_input": "fne", "data.image_features": registry.FEATURE_NAMES["fne"]}
 
 for _name in ("sh", "mh", "soe", "moe", "ph", "poe"):
     registry.register(

@@ -30,6 +30,13 @@ FAMILIES = {
 }
 _FAMILY_OF = {name: module for module, names in FAMILIES.items() for name in names}
 
+# The kinds of image features a user names (`train.py` and `evaluate.py
+# --image-features`) and the feature name each reads from a data folder
+# (`DataConfig.image_features`, `{split}_<name>.npy`): `fc`, one CNN layer's
+# features; `fne`, every layer's, the raw material of a Full-Network
+# Embedding. Recorded runs and exports name the files, so these stay.
+FEATURE_NAMES = {"fc": "ims", "fne": "stages"}
+
 
 def default_vocabulary(config, train_captions, word_vectors=None):
     """The training words seen at least `config.vocab_min_count` times, at
