@@ -70,13 +70,20 @@ from_numpy = Tensor
 """
 
 
-def test_vsepp_comparison_records_its_report(tmp_path, monkeypatch, capsys):
+def _fake_clone(tmp_path, monkeypatch, model_py):
+    """A VSE++ clone whose model.py is `model_py`, beside a fake torch on
+    the path (the spawned worker gets this sys.path); returns the clone."""
     clone, fake = tmp_path / "vsepp", tmp_path / "fake"
     clone.mkdir()
-    (clone / "model.py").write_text(FAKE_VSEPP_MODEL)
+    (clone / "model.py").write_text(model_py)
     (fake / "torch").mkdir(parents=True)
     (fake / "torch" / "__init__.py").write_text(FAKE_TORCH_WITH_TENSORS)
-    monkeypatch.syspath_prepend(str(fake))  # the spawned worker gets this sys.path
+    monkeypatch.syspath_prepend(str(fake))
+    return clone
+
+
+def test_vsepp_comparison_records_its_report(tmp_path, monkeypatch, capsys):
+    clone = _fake_clone(tmp_path, monkeypatch, FAKE_VSEPP_MODEL)
     argv = [str(clone), *TINY, "--steps", "1", "--warmup", "0", "--rounds", "1"]
     assert bench_vsepp.main([*argv, "--record", str(tmp_path / "vsepp.json")]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -95,12 +102,7 @@ def test_vsepp_comparison_records_its_report(tmp_path, monkeypatch, capsys):
 ])
 def test_a_clone_without_what_the_comparison_calls_is_named_in_one_line(tmp_path, monkeypatch, capsys, model_py,
                                                                          missing):
-    clone, fake = tmp_path / "vsepp", tmp_path / "fake"
-    clone.mkdir()
-    (clone / "model.py").write_text(model_py)
-    (fake / "torch").mkdir(parents=True)
-    (fake / "torch" / "__init__.py").write_text(FAKE_TORCH_WITH_TENSORS)
-    monkeypatch.syspath_prepend(str(fake))  # the spawned worker gets this sys.path
+    clone = _fake_clone(tmp_path, monkeypatch, model_py)
     assert bench_vsepp.main([str(clone), *TINY, "--steps", "1", "--warmup", "0", "--rounds", "1"]) == 2
     out, err = capsys.readouterr()
     assert [line for line in err.splitlines() if line.startswith("error:")] == [
