@@ -830,6 +830,23 @@ def test_a_malformed_comparison_names_the_table_and_the_key(comparison, problem)
     assert str(error.value).startswith(f"tables.toml: table 'claims': comparison 1: {problem}")
 
 
+def test_an_indicative_comparison_of_one_seed_gives_the_difference_and_no_verdict():
+    # A is 12 ahead of B, far beyond any margin: with one seed a side, still no verdict.
+    table = {"id": "claims", "compare": [{"claim": "A > B", "a": ["a0"], "b": ["b0"], "indicative": True}]}
+    report.check_tables({"table": [table]}, {}, "tables.toml")
+    row = report.render_comparisons(table, {}, _seed_runs({"a0": 212.0, "b0": 200.0}), "runs").splitlines()[-1]
+    assert row.split(" | ")[2:7] == ["212.0", "200.0", "+12.0", "—", "one seed: indicative: no verdict"]
+    assert "ahead" not in row and "tie" not in row
+
+
+def test_a_claim_of_one_seed_must_say_it_is_indicative():
+    claim = {"claim": "A > B", "a": ["a0"], "b": ["b0"]}
+    with pytest.raises(InputError, match="comparison 1: the key 'a' must be a list of at least 3 .* `indicative = true`"):
+        report.check_tables({"table": [{"id": "claims", "compare": [claim]}]}, {}, "tables.toml")
+    with pytest.raises(InputError, match="comparison 1: the key 'indicative' must be true or false"):
+        report.check_tables({"table": [{"id": "claims", "compare": [{**claim, "indicative": "yes"}]}]}, {}, "tables.toml")
+
+
 def test_a_comparison_whose_runs_are_missing_is_left_out():
     table = {"id": "claims", "compare": [{"claim": "A > B", "a": ["a0", "a1", "a2"], "b": ["b0", "b1", "b2"]}]}
     assert report.render_comparisons(table, {}, _seed_runs({"a0": 1.0, "a1": 2.0, "a2": 3.0}), "runs") is None

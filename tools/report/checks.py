@@ -167,8 +167,8 @@ def _check_record_row(row, where):
                          f"(e.g. {{ model = \"gru\" }}), got {excerpt(select)}")
 
 
-COMPARISON_KEYS = {"claim", "a", "b", "metric", "paper"}
-MIN_SEEDS = 3  # samples (seeds) per side of a comparison
+COMPARISON_KEYS = {"claim", "a", "b", "metric", "paper", "indicative"}
+MIN_SEEDS = 3  # samples (seeds) per side of a comparison that decides
 
 
 def _is_sample(item):
@@ -195,11 +195,17 @@ def _check_comparisons(table, where, papers, papers_source):
             raise InputError(f"{at}: unknown key {unknown[0]!r}; a comparison has {', '.join(sorted(COMPARISON_KEYS))}")
         if not isinstance(comparison.get("claim"), str) or not comparison["claim"]:
             raise InputError(f"{at}: the key 'claim' must be the claim's words (\"A > B\"), got {excerpt(comparison.get('claim'))}")
+        indicative = comparison.get("indicative", False)
+        if not isinstance(indicative, bool):
+            raise InputError(f"{at}: the key 'indicative' must be true or false, got {excerpt(indicative)}")
+        least = 1 if indicative else MIN_SEEDS
         for side in ("a", "b"):
             items = comparison.get(side)
-            if not isinstance(items, list) or len(items) < MIN_SEEDS or not all(map(_is_sample, items)):
-                raise InputError(f"{at}: the key {side!r} must be a list of at least {MIN_SEEDS} runs' names or "
-                                 f"{{ record = FILE, select = {{...}} }} reports (one per seed), got {excerpt(items)}")
+            if not isinstance(items, list) or len(items) < least or not all(map(_is_sample, items)):
+                raise InputError(f"{at}: the key {side!r} must be a list of at least {least} runs' names or "
+                                 f"{{ record = FILE, select = {{...}} }} reports (one per seed), got {excerpt(items)}"
+                                 + ("" if indicative else "; a claim of fewer seeds is `indicative = true`, "
+                                    "shown without a verdict"))
             for item in items:
                 if isinstance(item, dict):
                     _check_record_row(item, at)

@@ -16,6 +16,12 @@ from tools.report.inputs import select_report
 # ahead when it is better than B's mean by more than the larger of the two
 # standard deviations, B is ahead by the same rule the other way, else a
 # tie. Better is higher, and lower for a rank (RANK_METRICS).
+#
+# A claim marked `indicative = true` may rest on fewer seeds (one run a
+# side, where a run costs hours): its means and difference are shown, the
+# rule is not applied, and it says "indicative: no verdict".
+
+INDICATIVE = "indicative: no verdict"
 
 VERDICTS = {1: "A ahead: reproduced", 0: "tie: not resolved", -1: "B ahead: reversed"}
 RANK_METRICS = {metric for metric, (_, spec) in METRICS.items() if spec == "rank" or metric.endswith("meanr")}
@@ -52,20 +58,39 @@ def render_comparisons(table, papers, runs, root, records=None):
         a_values, b_values = ([_sample(item, metric, runs, records) for item in claim[side]] for side in ("a", "b"))
         if None in a_values or None in b_values:
             raise InputError(f"table {table['id']!r}: claim {claim['claim']!r}: a sample lacks the test metric {metric!r}")
-        a_mean, a_sd, b_mean, b_sd, margin, verdict = comparison(a_values, b_values, metric in RANK_METRICS)
+        if claim.get("indicative", False):
+            a_mean, b_mean = statistics.mean(a_values), statistics.mean(b_values)
+            rule, here = "—", f"{_seeds(a_values, b_values)}: {INDICATIVE}"
+            a_cell, b_cell = (_mean_cell(metric, values) for values in (a_values, b_values))
+        else:
+            a_mean, a_sd, b_mean, b_sd, margin, verdict = comparison(a_values, b_values, metric in RANK_METRICS)
+            rule, here = format_value(metric, margin), VERDICTS[verdict]
+            a_cell, b_cell = (f"{format_value(metric, mean)} ± {format_value(metric, sd)}"
+                              for mean, sd in ((a_mean, a_sd), (b_mean, b_sd)))
         paper = ""
         if "paper" in claim:
             a_paper, b_paper = (with_sums(paper_row(papers, key)).get(metric) for key in claim["paper"])
             paper = "" if None in (a_paper, b_paper) else f"{a_paper - b_paper:+.1f}"
-        cells = [claim["claim"], METRICS[metric][0], f"{format_value(metric, a_mean)} ± {format_value(metric, a_sd)}",
-                 f"{format_value(metric, b_mean)} ± {format_value(metric, b_sd)}", f"{a_mean - b_mean:+.1f}",
-                 format_value(metric, margin), VERDICTS[verdict], paper]
+        cells = [claim["claim"], METRICS[metric][0], a_cell, b_cell, f"{a_mean - b_mean:+.1f}", rule, here, paper]
         lines.append("| " + " | ".join(cells) + " |")
     items = [item for claim in claims for item in (*claim["a"], *claim["b"])]
     commands = [train_command(runs[item], root, item) if isinstance(item, str) else records[item["record"]]["command"]
                 for item in items]
     commands = list(dict.fromkeys(commands))
     return commands_block(commands, table.get("commands", "details") == "details") + "\n\n" + "\n".join(lines)
+
+
+def _mean_cell(metric, values):
+    """A side's cell without the rule: its one value, or its mean ± s.d."""
+    if len(values) == 1:
+        return format_value(metric, values[0])
+    return f"{format_value(metric, statistics.mean(values))} ± {format_value(metric, statistics.stdev(values))}"
+
+
+def _seeds(a_values, b_values):
+    """"one seed", or the seeds of each side ("3 seeds", "1/3 seeds")."""
+    counts = sorted({len(a_values), len(b_values)})
+    return "one seed" if counts == [1] else "/".join(map(str, counts)) + " seeds"
 
 
 def _sample(item, metric, runs, records):
