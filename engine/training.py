@@ -148,7 +148,7 @@ class Trainer:
             train_data = pipeline.tokenize_split(train_split, model.vectorizer)
             steps_per_epoch = len(pipeline.epoch_order(train_data, cfg.train.sampling, cfg.train.batch_size,
                                                        cfg.train.seed, 0, cfg.train.bucket_by_length))
-            loop.pace = RunPace(_epochs_at_most(model, cfg.train) * steps_per_epoch, self._quick_preset_advice())
+            loop.pace = RunPace(epochs_at_most(model, cfg.train) * steps_per_epoch, self._quick_preset_advice())
         log.info("plan: %s", self._plan(model, train_split, steps_per_epoch))
         try:
             fit = loop.fit_split(train_split) if model.fits_without_gradients else loop.train(train_data)
@@ -188,7 +188,7 @@ class Trainer:
             work = f"fitted to {len(train_split.captions):,} training captions (no gradient steps)"
         else:
             phases = f"{model.num_phases} phases of " if model.num_phases > 1 else ""
-            total = _epochs_at_most(model, cfg.train) * steps_per_epoch
+            total = epochs_at_most(model, cfg.train) * steps_per_epoch
             work = (f"{phases}{counted(cfg.train.epochs, 'epoch')} × {counted(steps_per_epoch, 'step', spec=',')} "
                     f"of {counted(cfg.train.batch_size, 'pair')} ({counted(total, 'step', spec=',')} at most)")
         gpus = len(tf.config.list_physical_devices("GPU"))
@@ -262,7 +262,7 @@ class Trainer:
         return train_split, dev_split, test_split
 
 
-def _epochs_at_most(model, train_config):
+def epochs_at_most(model, train_config):
     """The epochs of every phase of a run together, at most."""
     epochs = model.num_phases * train_config.epochs
     return min(epochs, train_config.epochs_in_all) if train_config.epochs_in_all else epochs

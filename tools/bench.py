@@ -40,9 +40,15 @@ model's fit has its family benchmark), the evaluation of an untrained model
 SavedModel of that model: its size on disk and its `encode_text`
 (captions/s) and `encode_image` (images/s) rates, in batches of 256.
 Training reports also give an epoch's minutes on the embedded training
-split at the measured rate, and the preset's most epochs (of each phase) at
-that rate, in hours; `--skip-5k` leaves the COCO-5K evaluation out. One
-report per model, e.g.
+split at the measured rate, and the preset's most epochs (every phase's
+together, `engine.training.epochs_at_most`) at that rate, in hours; then
+one validation as the trainer makes it (the dev split, cut to the preset's
+`train.validate_max_images`, ranked for the selection metric), the
+validations an epoch makes (one at its end, and one every
+`train.validate_every` steps), and the whole run at most: the most epochs
+of training and their validations (`run_hours`; early stopping may end a
+run sooner). `--skip-5k` leaves the COCO-5K evaluation out. One report per
+model, e.g.
 
     python -m tools.bench --cost --model gru --preset paper --record results/bench/cost/gru.json
 
@@ -222,10 +228,19 @@ def cost_row(model_name, args):
     stage in a `Worker` process of its own."""
     report = {"model": model_name, "preset": args.preset, "overrides": args.set, "isa": str(machine.instruction_set())}
     evaluations = [size for size in COST_EVAL_IMAGES if not (args.skip_5k and size == "eval_5k")]
-    for stage in ("train", *evaluations, "encode"):
+    for stage in ("train", "validate", *evaluations, "encode"):
         with Worker(f"the {stage} stage of {model_name}", _cost_worker, stage, model_name, args) as worker:
             report.update(worker.receive())
+    if "epoch_minutes" in report:  # trained by gradients
+        report["run_hours"] = whole_run_hours(report)
     return report
+
+
+def whole_run_hours(report):
+    """The most epochs of a cost row, each its training and its
+    validations, in hours (one decimal)."""
+    epoch_seconds = report["epoch_minutes"] * 60 + report["validations_per_epoch"] * report["validate_seconds"]
+    return round(report["max_epochs"] * epoch_seconds / 3600, 1)
 
 
 def _cost_worker(connection, stage, model_name, args):
@@ -239,15 +254,23 @@ def cost_stage(stage, model_name, args):
         # A fitted model (which may need word vectors for its own vocabulary) has no training steps.
         if untrained_model(model_name, args.preset, args.set, every_word=True)[2].fits_without_gradients:
             return {}
+        from engine.training import epochs_at_most
+
         config, train_split, model = untrained_model(model_name, args.preset, args.set)
         report = time_training(model, config, train_split, args)
         fields = {key: report[key] for key in ("batch_size", "train_pairs_per_s", "train_step_ms")}
         # An epoch of the embedded training split at that rate, and the preset's most epochs (early stopping may end sooner).
         epoch_pairs = len(train_split.captions if config.train.sampling == "all_captions" else train_split.images)
         epoch_minutes = epoch_pairs / report["train_pairs_per_s"] / 60
+        max_epochs = epochs_at_most(model, config.train)
+        steps_per_epoch = -(-epoch_pairs // config.train.batch_size)
         return {**fields, "train_peak_rss_mb": peak_rss_mb(), "epoch_pairs": epoch_pairs,
-                "epoch_minutes": round(epoch_minutes, 1), "max_epochs": config.train.epochs,
-                "max_epochs_hours": round(epoch_minutes * config.train.epochs / 60, 1)}
+                "epoch_minutes": round(epoch_minutes, 1), "max_epochs": max_epochs,
+                "max_epochs_hours": round(epoch_minutes * max_epochs / 60, 1),
+                "validations_per_epoch": 1 + (steps_per_epoch // config.train.validate_every
+                                              if config.train.validate_every else 0)}
+    if stage == "validate":
+        return validation_cost(model_name, args)
     if stage in COST_EVAL_IMAGES:
         options = argparse.Namespace(**{**vars(args), "eval_only": True, "eval_images": COST_EVAL_IMAGES[stage]})
         report = measure(model_name, options)
@@ -256,6 +279,24 @@ def cost_stage(stage, model_name, args):
     if stage == "encode":
         return saved_model_rates(model_name, args)
     raise ValueError(f"unknown cost stage {stage!r}")
+
+
+def validation_cost(model_name, args):
+    """One validation of the untrained model as the trainer makes it: the
+    dev split cut to `train.validate_max_images`, encoded and ranked for
+    the selection metric (no sentence-similarity rank)."""
+    from engine import evaluation, scoring
+
+    config, train_split, model = untrained_model(model_name, args.preset, args.set, every_word=True)
+    dev = splits.load_split(config.data.path, config.data.dev_split, config.data.image_features)
+    if config.train.validate_max_images:
+        dev = dev.first_images(config.train.validate_max_images)
+    scorer = scoring.CheckpointScorer(model, train_split.images.shape[1])
+    scorer.encode_texts(dev.captions[:8])  # trace once, outside the timing
+    began = time.perf_counter()
+    evaluation.evaluate(scorer, dev, sentence_similarity=False)
+    return {"validate_images": len(dev.images), "validate_seconds": round(time.perf_counter() - began, 2),
+            "validate_peak_rss_mb": peak_rss_mb()}
 
 
 def saved_model_rates(model_name, args, batch=256, repeats=3):

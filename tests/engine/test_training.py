@@ -311,7 +311,7 @@ def test_epochs_in_all_cap_the_phases_together(epochs_in_all, epoch, over):
         model=types.SimpleNamespace(num_phases=2),
     )
     assert training._TrainingLoop._phase_over(loop) is over
-    assert training._epochs_at_most(loop.model, loop.cfg.train) == (epochs_in_all or 400)
+    assert training.epochs_at_most(loop.model, loop.cfg.train) == (epochs_in_all or 400)
 
 
 def test_the_full_network_embeddings_statistics_are_the_training_images(trained_fne):

@@ -98,6 +98,10 @@ def test_bench_cost_measures_each_stage_in_a_process_of_its_own(tmp_path, capsys
     assert report["epoch_pairs"] == 30_000 and report["max_epochs"] == 4
     assert report["epoch_minutes"] == pytest.approx(30_000 / report["train_pairs_per_s"] / 60, abs=0.05)
     assert report["max_epochs_hours"] == pytest.approx(4 * report["epoch_minutes"] / 60, abs=0.05)
+    # One validation (the whole dev split: the quick preset cuts none) at each epoch's end.
+    assert report["validate_images"] == 1000 and report["validations_per_epoch"] == 1 and report["validate_seconds"] > 0
+    assert report["run_hours"] == pytest.approx(4 * (report["epoch_minutes"] * 60 + report["validate_seconds"]) / 3600,
+                                                abs=0.05)
     assert (report["eval_1k_images"], report["eval_1k_captions"]) == (1000, 5000)
     assert (report["eval_5k_images"], report["eval_5k_captions"]) == (5000, 25000)
     assert report["eval_5k_seconds"] > report["eval_1k_seconds"] > 0
@@ -106,6 +110,30 @@ def test_bench_cost_measures_each_stage_in_a_process_of_its_own(tmp_path, capsys
     # (5,000 x 25,000 floats, 500 MB) is in no other stage's peak.
     assert report["eval_5k_peak_rss_mb"] > report["eval_1k_peak_rss_mb"] + 400
     assert report["eval_5k_peak_rss_mb"] > report["encode_peak_rss_mb"] + 400
+
+
+def test_a_whole_run_is_its_epochs_of_training_and_validations():
+    # 40 epochs of 1.5 min, each with 3 validations of 10 s: 40 × 120 s = 1.33 h.
+    report = {"epoch_minutes": 1.5, "validations_per_epoch": 3, "validate_seconds": 10.0, "max_epochs": 40}
+    assert bench.whole_run_hours(report) == 1.3
+
+
+def test_the_validation_stage_validates_the_presets_dev_cut():
+    args = bench.parse_args(["--cost", "--model", "gru", "--preset", "quick", *TINY,
+                             "--set", "train.validate_max_images=50"])
+    report = bench.cost_stage("validate", "gru", args)
+    assert report["validate_images"] == 50 and report["validate_seconds"] > 0 and report["validate_peak_rss_mb"] > 0
+
+
+def test_the_cost_of_a_phased_preset_counts_every_phase():
+    # poe's paper preset: 2 phases of 200 epochs, 200 in all (Vilalta et al. cap a run at 200 epochs).
+    from engine.training import epochs_at_most
+    from tools.timing import untrained_model
+
+    config, _, model = untrained_model("poe", "paper", ["model.embed_dim=16"])
+    assert model.num_phases == 2 and epochs_at_most(model, config.train) == 200
+    config, _, model = untrained_model("poe", "paper", ["model.embed_dim=16", "train.epochs_in_all=null"])
+    assert epochs_at_most(model, config.train) == 400
 
 
 def test_bench_cost_of_a_fitted_model_has_no_training_stage():

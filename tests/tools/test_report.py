@@ -781,6 +781,28 @@ def test_best_dev_at_says_which_validation_was_the_best(history, cell):
     assert report_tables._run_cell("best_dev_at", record, {}, "run 'a'") == cell
 
 
+def test_a_record_row_shows_the_measured_time_of_the_runs_it_names(tmp_path):
+    # An estimate of 0.6 h beside two finished runs of 100 and 80 min wall (60 and 40 CPU), of 30 and 24 epochs.
+    (tmp_path / "cost.json").write_text(json.dumps({"command": "python -m tools.bench --cost", "date": None,
+                                                     "cpu": "AMD EPYC", "reports": [{"run_hours": 0.6, "isa": "avx2"}]}))
+    table = {"id": "cost", "labels": ["model"], "columns": [{"value": "{run_hours} h", "header": "estimate"}, "measured_time"],
+             "rows": [{"record": "cost.json", "measured": ["r0", "r1", "r2"], "labels": ["gru"]}]}
+    tables = report.check_tables({"table": [table]}, {}, str(tmp_path / "tables.toml"))
+    runs = {name: {**_record({}), "wall_seconds": wall, "cpu_seconds": cpu, "epochs": epochs}
+            for name, wall, cpu, epochs in (("r0", 6000.0, 3600.0, 30), ("r1", 4800.0, 2400.0, 24))}
+    block = report.render(tables, {}, runs, "runs", str(tmp_path / "tables.toml"))["cost"]
+    assert "| gru | 0.6 h | 90.0 min / 50.0 min (24–30 epochs; mean of 2 runs) |" in block
+    assert "AMD EPYC (avx2)" in block  # the CPU, with the instruction set its reports ran on
+    none_yet = report.render(tables, {}, {}, "runs", str(tmp_path / "tables.toml"))["cost"]
+    assert "| gru | 0.6 h |  |" in none_yet
+
+
+def test_measured_runs_belong_to_a_record_row():
+    table = {"id": "t", "labels": ["x"], "columns": ["rsum"], "rows": [{"run": "a", "measured": ["b"], "labels": ["x"]}]}
+    with pytest.raises(InputError, match="row 1: 'measured' names the runs a record's estimate is measured by"):
+        report.check_tables({"table": [table]}, {}, "tables.toml")
+
+
 # --- Comparisons over seeds -----------------------------------------------------------------------
 
 

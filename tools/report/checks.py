@@ -101,10 +101,17 @@ def _check_table(table, where, papers, papers_source):
 
 
 def _check_row(row, where, n_labels, papers, papers_source):
-    unknown = sorted(set(row) - {"run", "mean", "paper", "record", "select", "labels", "command"})
+    unknown = sorted(set(row) - {"run", "mean", "paper", "record", "select", "measured", "labels", "command"})
     if unknown:
-        raise InputError(f"{where}: unknown key {unknown[0]!r}; a row has run (and command), mean, record (and select) "
-                         "or paper, and labels")
+        raise InputError(f"{where}: unknown key {unknown[0]!r}; a row has run (and command), mean, record (and select, "
+                         "measured) or paper, and labels")
+    if "measured" in row:
+        if "record" not in row:
+            raise InputError(f"{where}: 'measured' names the runs a record's estimate is measured by; the row names "
+                             "no record")
+        measured = row["measured"]
+        if not isinstance(measured, list) or not measured or not all(isinstance(name, str) and name for name in measured):
+            raise InputError(f"{where}: the key 'measured' must be a list of runs' names, got {excerpt(measured)}")
     if "command" in row:
         if "run" not in row:
             raise InputError(f"{where}: 'command' makes a row's run; the row names no run")

@@ -42,6 +42,10 @@ RUN_COLUMNS = {
     "load": "load (start → end)",
     "peak_memory": "peak memory",
 }
+# A column of a record row that names runs (its `measured` key, e.g. a
+# cost estimate's paper-length runs): their mean wall and CPU time and
+# their epochs, beside the record's estimate.
+MEASURED_COLUMNS = {"measured_time": "measured: wall / CPU (epochs)"}
 # The time columns and the results.json key of their seconds: a run's
 # wall time, and the CPU time (user + system) of its process.
 TIME_COLUMNS = {"wall_time": "wall_seconds", "cpu_time": "cpu_seconds"}
@@ -136,9 +140,10 @@ def parse_column(spec, where):
     a TemplateColumn; an unknown or malformed one is an InputError."""
     if isinstance(spec, dict) and ("fit" in spec or "value" in spec):
         return TemplateColumn.parse(spec, f"{where}: column {_toml(spec)}")
-    if isinstance(spec, str) and (spec in METRICS or spec in RUN_COLUMNS or spec.removeprefix("paper:") in METRICS):
+    if isinstance(spec, str) and (spec in METRICS or spec in RUN_COLUMNS or spec in MEASURED_COLUMNS
+                                  or spec.removeprefix("paper:") in METRICS):
         return spec
-    known = ", ".join([*METRICS, *RUN_COLUMNS, "paper:METRIC", '{ fit = "TEMPLATE", header = "HEADER" }',
+    known = ", ".join([*METRICS, *RUN_COLUMNS, *MEASURED_COLUMNS, "paper:METRIC", '{ fit = "TEMPLATE", header = "HEADER" }',
                        '{ value = "TEMPLATE", header = "HEADER" }'])
     raise InputError(f"{where}: unknown column {_toml(spec)}; known: {known}")
 
@@ -157,4 +162,4 @@ def column_header(column):
         return "paper " + METRICS[column[len("paper:"):]][0]
     if column in METRICS:
         return METRICS[column][0]
-    return RUN_COLUMNS[column]
+    return RUN_COLUMNS.get(column) or MEASURED_COLUMNS[column]

@@ -8,7 +8,7 @@ import statistics
 from common.records import is_number
 from common.wording import counted
 from tools.report.cells import commands_block, format_value, paper_row, row_labels, run_number, train_command, with_sums
-from tools.report.columns import METRICS, TIME_COLUMNS, TemplateColumn, column_header, parse_column
+from tools.report.columns import MEASURED_COLUMNS, METRICS, TIME_COLUMNS, TemplateColumn, column_header, parse_column
 from tools.report.comparisons import render_comparisons
 from tools.report.inputs import read_records, read_test_suites, select_report
 
@@ -33,6 +33,8 @@ def render(tables, papers, runs, root, source="tables.toml", origins=None, suite
         named.update(table_runs(table))
         if "compare" in table:
             block = render_comparisons(table, papers, runs, root, records)
+            if block is None:
+                block = "No claim of this table has all its runs recorded yet."
         else:
             block = render_table(table, papers, runs, root, source, origins, records)
             if block is None and _reproducible(table):
@@ -106,7 +108,9 @@ def _row_cells(row, columns, papers, runs, spread, origins, records):
     if "record" in row:
         report = with_sums(select_report(records[row["record"]], row))
         origin = f"results/{row['record']}"
-        return row_labels(row) + [_record_cell(column, report, origin) for column in columns]
+        measured = [runs[name] for name in row.get("measured", []) if name in runs]
+        return row_labels(row) + [_measured_cell(measured) if column in MEASURED_COLUMNS
+                                  else _record_cell(column, report, origin) for column in columns]
     if "run" in row:
         record = runs[row["run"]]
         paper = with_sums(paper_row(papers, row["paper"])) if "paper" in row else {}
@@ -137,6 +141,19 @@ def _mean_cell(column, records, spread):
     if spread:
         text += f" ± {format_value(column, statistics.stdev(samples))}"
     return text + unit
+
+
+def _measured_cell(records):
+    """The mean wall and CPU time of the runs a record row names that are
+    there, and their epochs (empty when none is)."""
+    if not records:
+        return ""
+    wall, cpu = (statistics.mean(record[key] for record in records) for key in ("wall_seconds", "cpu_seconds"))
+    epochs = sorted({record["epochs"] for record in records if record["epochs"] is not None})
+    facts = [counted(epochs[0], "epoch", spec="g") if len(epochs) == 1 else f"{epochs[0]:g}–{epochs[-1]:g} epochs"
+             if epochs else None, f"mean of {len(records)} runs" if len(records) > 1 else None]
+    facts = [fact for fact in facts if fact]
+    return f"{_duration(wall)} / {_duration(cpu)}" + (f" ({'; '.join(facts)})" if facts else "")
 
 
 def _metric_cell(column, value):
@@ -201,10 +218,13 @@ def _record_cell(column, report, origin):
 
 def _record_sentence(file, record):
     """When and where a record was made, one line (its file alone when it
-    recorded neither)."""
+    recorded neither): the CPU with the instruction set its reports ran on
+    (their `isa`) when they name one."""
+    isas = sorted({report["isa"] for report in record["reports"] if isinstance(report.get("isa"), str)})
+    cpu = " ".join(filter(None, [record["cpu"], f"({'; '.join(isas)})" if isas else None]))
     facts = [record["date"][:16].replace("T", " ") + " UTC" if record["date"] else None,
              counted(record["cores"], "core", spec="g") if record["cores"] is not None else None,
-             record["cpu"],
+             cpu,
              f"load {_load(record['load_average'])}" if record["load_average"] else None]
     facts = [fact for fact in facts if fact]
     return f"Recorded in `results/{file}`" + (f": {', '.join(facts)}." if facts else ".")
