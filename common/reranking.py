@@ -18,7 +18,9 @@ ranked against its candidates in two stages (`models.rerank`):
 
 `two_stage_scores` writes a ranking as a score matrix (minus each
 candidate's 0-based position, all distinct), so every function of
-`common.metrics` ranks it as it stands.
+`common.metrics` ranks it as it stands. What a two-stage SavedModel's
+`score` and `python -m search` give instead keeps the second stage's
+scores of the list and puts the tail below them (`tail_scores`).
 """
 
 import numpy as np
@@ -101,3 +103,14 @@ def two_stage_metrics(first, second, caption_image, k):
     result["i2t_list_recall"] = 100.0 * float(np.mean(image_lists_hit(i2t_list, caption_image, np.arange(n_images))))
     result["t2i_list_recall"] = 100.0 * float(np.mean(caption_lists_hit(t2i_list, caption_image)))
     return result
+
+
+def tail_scores(second, n_tail):
+    """float [n_queries, n_tail]: the scores of each query's tail where the
+    listed candidates keep their second-stage scores `second` [n_queries,
+    k] (a two-stage SavedModel's `score`, `python -m search`): the j-th
+    (0-based) unlisted candidate in the first stage's ranking gets the
+    query's lowest listed score - 1 - j, below every listed score and in
+    the first stage's order (distinct while float32 holds them: |score| +
+    n_tail < 2**24)."""
+    return np.min(second, axis=1, keepdims=True) - 1.0 - np.arange(n_tail)[None, :]

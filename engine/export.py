@@ -35,6 +35,37 @@ encoded images:
 Texts are raw strings: the vocabulary and the tokenizer are in the graph.
 An empty caption, or one longer than the model accepts, fails the call with
 an InvalidArgumentError that says so.
+
+A two-stage model (`models.rerank`: `RetrievalModel.rerank_k` set, its
+stages from `stages()`) exports the same signatures, read so that an index
+can be built from them and a TF Serving user gets re-ranked scores
+(`TwoStageServingModule`):
+
+- `encode_text`, `encode_image`, `encode_image_bytes` and `similarity` are
+  the first stage's: a joint space, so `joint_space` is true and
+  `similarity(encode_image(f), encode_text(t))` is the first stage's score
+  (the proposal), not `score`;
+- `score(image_features, text)` ranks each image's row of texts in two
+  stages (`common.reranking`), k = `rerank_k` (the run's, chosen on dev or
+  `model.k`; every text when a row has fewer): the first stage's k best
+  texts of the row (equal first-stage scores and the cut by the lower
+  index) get the second stage's score of their pair, as it is (equal ones
+  stay equal: `common.reranking` orders them as `common.metrics` orders
+  ties); the j-th (0-based) other text in the first stage's ranking gets
+  the row's lowest listed score - 1 - j (`common.reranking.tail_scores`):
+  below every listed score, in the first stage's order. So sorting a row
+  by `score` is its two-stage ranking, and its first k are the second
+  stage's scores. `score_images` is `score` of encoded images (the backbone
+  run once for both stages);
+- the second stage's, for search: `rerank_encode_text(text)`,
+  `rerank_encode_image(image_features)` (its encodings, of any model: an
+  ensemble's or m-CNN's are the halves its pair scoring combines) and
+  `rerank_score_pairs(image_encodings [P, ...], text_encodings [P, ...])
+  -> float32[P]` (pair p: image p with text p; `pair_similarity`);
+- with images, `extract_image_features(images) -> float32[None, F]`, the
+  features both stages' `encode_image` take, so a search index runs the
+  backbone once per image;
+- the variable `rerank_k` (int32).
 """
 
 import json
@@ -51,6 +82,7 @@ from data import feature_extractor
 
 SIGNATURES = ("encode_text", "encode_image", "score", "similarity")
 IMAGE_SIGNATURES = ("encode_image_bytes", "score_images")
+RERANK_SIGNATURES = ("rerank_encode_text", "rerank_encode_image", "rerank_score_pairs")
 
 
 class ServingModule(tf.Module):
@@ -80,10 +112,10 @@ class ServingModule(tf.Module):
         # graph does not reach, and an untracked capture fails the export.
         self.model_variables = list(model.variables)
         # Whether encodings of one side can be compared with each other
-        # (`RetrievalModel.joint_space`).
-        self.joint_space = tf.Variable(model.joint_space, trainable=False, name="joint_space")
-        image_encoding = model.encode_image(tf.zeros([1, image_dim]))
-        text_encoding = model.encode_text(model.vectorizer(tf.constant(["a"])))
+        # (`RetrievalModel.joint_space` of the model `encode_*` serve).
+        self.joint_space = tf.Variable(self._encoder().joint_space, trainable=False, name="joint_space")
+        image_encoding = self._encode_image(tf.zeros([1, image_dim]))
+        text_encoding = self._encode_text(tf.constant(["a"]))
         self.encode_text = tf.function(self._encode_text, input_signature=[text_spec])
         self.encode_image = tf.function(self._encode_image, input_signature=[image_spec])
         self.score = tf.function(self._score, input_signature=[image_spec, text_spec])
@@ -109,23 +141,100 @@ class ServingModule(tf.Module):
         functions["serving_default"] = functions.get("score_images", self.score)
         return functions
 
+    def _encoder(self):
+        """The model whose encoders and similarity the module serves."""
+        return self.model
+
     def _encode_image_bytes(self, images):
         return self._encode_image(self.image_extractor.encode_bytes(images))
 
     def _score_images(self, images, text):
-        return self._similarity(self._encode_image_bytes(images), self._encode_text(text))
+        return self._score(self.image_extractor.encode_bytes(images), text)
 
     def _encode_text(self, text):
-        return self.model.encode_text(self.model.vectorizer(text))
+        return self._encoder().encode_text(self._encoder().vectorizer(text))
 
     def _encode_image(self, image_features):
-        return self.model.encode_image(image_features)
+        return self._encoder().encode_image(image_features)
 
     def _score(self, image_features, text):
         return self._similarity(self._encode_image(image_features), self._encode_text(text))
 
     def _similarity(self, image_encodings, text_encodings):
-        return self.model.similarity(image_encodings, text_encodings)
+        return self._encoder().similarity(image_encodings, text_encodings)
+
+
+class TwoStageServingModule(ServingModule):
+    """The functions of a two-stage model's SavedModel (the module
+    docstring): `ServingModule`'s, with the first stage's encoders and
+    similarity and a two-stage `score`, plus the second stage's encoders
+    and pair scoring (`RERANK_SIGNATURES`), `rerank_k` and, with images,
+    `extract_image_features`. Args as `ServingModule`'s; `model.stages()`
+    gives the stages."""
+
+    def __init__(self, model, image_dim, image_features="ims", image_provenance=None, image_extractor=None):
+        super().__init__(model, image_dim, image_features, image_provenance, image_extractor)
+        # The length of each image's list in `score` (`RetrievalModel.rerank_k`).
+        self.rerank_k = tf.Variable(model.rerank_k, dtype=tf.int32, trainable=False, name="rerank_k")
+        image_spec = tf.TensorSpec([None, image_dim], tf.float32, name="image_features")
+        image_encoding = self._rerank_encode_image(tf.zeros([1, image_dim]))
+        text_encoding = self._rerank_encode_text(tf.constant(["a"]))
+        self.rerank_encode_text = tf.function(self._rerank_encode_text,
+                                              input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        self.rerank_encode_image = tf.function(self._rerank_encode_image, input_signature=[image_spec])
+        self.rerank_score_pairs = tf.function(
+            self._rerank_score_pairs,
+            input_signature=[
+                tf.TensorSpec([None, *image_encoding.shape[1:]], tf.float32, name="image_encodings"),
+                tf.TensorSpec([None, *text_encoding.shape[1:]], tf.float32, name="text_encodings"),
+            ],
+        )
+        self.signature_names = self.signature_names + RERANK_SIGNATURES
+        if image_extractor is not None:
+            self.extract_image_features = tf.function(
+                image_extractor.encode_bytes, input_signature=[tf.TensorSpec([None], tf.string, name="images")])
+            self.signature_names = self.signature_names + ("extract_image_features",)
+
+    def _encoder(self):
+        return self.model.stages()[0].model
+
+    def _encode_image(self, image_features):
+        return self._stage_encode_image(0, image_features)
+
+    def _similarity(self, image_encodings, text_encodings):
+        return tf.cast(super()._similarity(image_encodings, text_encodings), tf.float32)
+
+    def _rerank_encode_text(self, text):
+        second = self.model.stages()[1].model
+        return second.encode_text(second.vectorizer(text))
+
+    def _rerank_encode_image(self, image_features):
+        return self._stage_encode_image(1, image_features)
+
+    def _rerank_score_pairs(self, image_encodings, text_encodings):
+        return tf.cast(self.model.stages()[1].model.pair_similarity(image_encodings, text_encodings), tf.float32)
+
+    def _stage_encode_image(self, stage, image_features):
+        stage = self.model.stages()[stage]
+        return stage.model.encode_image(image_features[:, stage.columns[0] : stage.columns[1]])
+
+    def _score(self, image_features, text):
+        """Each image's row of texts ranked in two stages (the module
+        docstring): the first stage's `rerank_k` best texts of the row (ties
+        and the cut by lower index, `common.reranking`) get the second
+        stage's score; the others, minimum listed score - 1 - j for the
+        j-th (0-based) of them in the first stage's order."""
+        first = self._similarity(self._encode_image(image_features), self._encode_text(text))
+        n_images, n_texts = tf.shape(first)[0], tf.shape(first)[1]
+        k = tf.minimum(self.rerank_k, n_texts)
+        order = tf.argsort(first, axis=1, direction="DESCENDING", stable=True)
+        listed = order[:, :k]
+        second = tf.reshape(self._rerank_score_pairs(tf.repeat(self._rerank_encode_image(image_features), k, axis=0),
+                                                     tf.gather(self._rerank_encode_text(text), tf.reshape(listed, [-1]))),
+                            [n_images, k])
+        below = tf.reduce_min(second, axis=1, keepdims=True) - 1.0 - tf.cast(tf.range(n_texts - k), tf.float32)[None]
+        in_order = tf.concat([second, below], axis=1)
+        return tf.gather(in_order, tf.argsort(order, axis=1), batch_dims=1)
 
 
 class _RenameNotice(logging.Filter):
@@ -164,7 +273,8 @@ def export_saved_model(model, image_dim, path, image_features="ims", image_prove
         elif extractor.dim != image_dim:
             raise InputError(f"{path}: the recorded backbone {image_provenance['backbone']} makes "
                              f"{extractor.dim}-d features, the model reads {image_dim}-d ones")
-    module = ServingModule(model, image_dim, image_features, image_provenance, extractor)
+    module = (ServingModule if model.rerank_k is None else TwoStageServingModule)(
+        model, image_dim, image_features, image_provenance, extractor)
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     notice = _RenameNotice()

@@ -4,7 +4,8 @@ Both scorers offer the same three operations (encode images, encode
 captions, similarity of encodings), so `engine.evaluation.evaluate` runs
 one protocol for both and a checkpoint and its export give the same
 numbers; `two_stage` (an `engine.evaluation.TwoStage`, or None) says how a
-two-stage model ranks.
+two-stage model ranks (a two-stage SavedModel's encodings are both stages'
+side by side, as its checkpoint's, and its `similarity` the second stage's).
 """
 
 import json
@@ -86,17 +87,51 @@ class SavedModelScorer:
         text = provenance.numpy().decode() if provenance is not None else ""
         self.image_provenance = json.loads(text) if text else None
         self.recorded_in = path
-        # The SavedModel of a two-stage model is not written yet (issue 36).
+        rerank_k = getattr(self.loaded, "rerank_k", None)
+        # A two-stage export's list length (`engine.export`); None for one that ranks in one stage.
+        self.rerank_k = None if rerank_k is None else int(rerank_k.numpy())
         self.two_stage = None
+        # One batch in, encodings out (tensors), without a progress bar.
+        self.encode_image_batch, self.encode_text_batch = self.loaded.encode_image, self.loaded.encode_text
+        if self.rerank_k is not None:
+            # Encodings are both stages' side by side, as the two-stage model's (`models.rerank`), and
+            # `similarity` is the second stage's, so it is ranked as its checkpoint is.
+            self.joint_space = False
+            self.first_widths = [int(spec.shape[1]) for spec in self.loaded.similarity.input_signature]
+            self.encode_image_batch = lambda features: tf.concat(
+                [self.loaded.encode_image(features), self.loaded.rerank_encode_image(features)], axis=1)
+            self.encode_text_batch = lambda text: tf.concat(
+                [self.loaded.encode_text(text), self.loaded.rerank_encode_text(text)], axis=1)
+            self.two_stage = evaluation.TwoStage(propose=self._propose, score_pairs=self._score_pairs,
+                                                 similarity=self.similarity, k=self.rerank_k)
 
     def encode_images(self, features, batch_size=256):
-        return _batched(self.loaded.encode_image, features, batch_size)
+        return _batched(self.encode_image_batch, features, batch_size)
 
     def encode_texts(self, captions, batch_size=256):
-        return _encode_texts(self.loaded.encode_text, captions, batch_size)
+        return _encode_texts(self.encode_text_batch, captions, batch_size)
 
     def similarity(self, image_encodings, text_encodings):
-        return self.loaded.similarity(image_encodings, text_encodings).numpy()
+        if self.rerank_k is None:
+            return self.loaded.similarity(image_encodings, text_encodings).numpy()
+        # The second stage's every pair, through its pair scoring, a block of pairs at a time.
+        image_encodings, text_encodings = np.asarray(image_encodings), np.asarray(text_encodings)
+        n_texts = len(text_encodings)
+        pairs = np.arange(len(image_encodings) * n_texts)
+        blocks = (pairs[a : a + evaluation.PAIR_BLOCK] for a in range(0, len(pairs), evaluation.PAIR_BLOCK))
+        scores = [self._score_pairs(image_encodings[block // n_texts], text_encodings[block % n_texts])
+                  for block in blocks]
+        return np.concatenate([np.zeros(0, np.float32), *scores]).reshape(len(image_encodings), n_texts)
+
+    def _propose(self, image_encodings, text_encodings):
+        """The first stage's scores of every pair of side-by-side encodings."""
+        return self.loaded.similarity(image_encodings[:, : self.first_widths[0]],
+                                      text_encodings[:, : self.first_widths[1]]).numpy()
+
+    def _score_pairs(self, image_encodings, text_encodings):
+        """The second stage's scores of aligned pairs of side-by-side encodings."""
+        return self.loaded.rerank_score_pairs(image_encodings[:, self.first_widths[0] :],
+                                              text_encodings[:, self.first_widths[1] :]).numpy()
 
 
 def _numpy(function):

@@ -172,12 +172,8 @@ class Trainer:
         if self.is_chief:
             time_spent.save()
             write_json_atomically(self.model_dir / "results.json", results.to_json())
-            if model.rerank_k is None:
-                export_saved_model(model, cfg.image_dim, self.model_dir / SAVED_MODEL_DIR, cfg.data.image_features,
-                                   cfg.image_provenance)
-            else:
-                log.info("%s: not written: a two-stage model has no SavedModel yet (issue 36); evaluate.py "
-                         "--model-dir evaluates it", self.model_dir / SAVED_MODEL_DIR)
+            export_saved_model(model, cfg.image_dim, self.model_dir / SAVED_MODEL_DIR, cfg.data.image_features,
+                               cfg.image_provenance)
         return results
 
     def _plan(self, model, train_split, steps_per_epoch):

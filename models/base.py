@@ -48,6 +48,21 @@ class VocabularyConfig(ModelConfig):
     vocab_max_size: int | None = setting(None, minimum=1)
 
 
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """One stage of a two-stage model (`RetrievalModel.stages`).
+
+    Attributes:
+      model: the stage's trained `RetrievalModel` (its own vectorizer
+        takes raw captions).
+      columns: (first, past-the-last) column of the two-stage model's image
+        features that the stage reads.
+    """
+
+    model: "RetrievalModel"
+    columns: tuple[int, int]
+
+
 class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
     """An image-sentence retrieval model, as the trainer, evaluation and
     export see it.
@@ -123,6 +138,12 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
     def proposal_similarity(self, image_encodings, text_encodings):
         """A two-stage model's first stage: [n_images, ...] x [n_texts, ...]
         -> float [n_images, n_texts]; only called when `rerank_k` is set."""
+        raise NotImplementedError(f"{type(self).__name__} ranks in one stage (rerank_k is None)")
+
+    def stages(self):
+        """A two-stage model's (first stage, second stage), each a `Stage`,
+        what its SavedModel serves of each (`engine.export`); only called
+        when `rerank_k` is set."""
         raise NotImplementedError(f"{type(self).__name__} ranks in one stage (rerank_k is None)")
 
     def call(self, inputs, training=False):

@@ -51,7 +51,7 @@ from common.errors import InputError
 from data import splits
 from data.vocabulary import Vocabulary
 from models import ensemble, registry
-from models.base import ModelConfig, RetrievalModel
+from models.base import ModelConfig, RetrievalModel, Stage
 from models.restore import load_trained_run, restore_model
 
 # Dev images scored at a time, against every dev caption, by either stage in the fit.
@@ -183,6 +183,9 @@ class Rerank(RetrievalModel):
     @property
     def _stages(self):
         return self.first_stage, self.second_stage
+
+    def stages(self):
+        return tuple(Stage(stage, tuple(run.columns)) for stage, run in zip(self._stages, self.stage_runs))
 
     def _parts(self, image_encodings, text_encodings, stage):
         """Stage `stage`'s (0: first, 1: second) part of the encodings."""

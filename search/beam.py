@@ -58,6 +58,9 @@ def _run(args):
         logging.getLogger("apache_beam").setLevel(logging.WARNING)
     store.check_out(args.out)
     model = SearchModel(args.saved_model)
+    if model.rerank_k is not None:
+        raise InputError(f"--saved-model {args.saved_model}: a two-stage export; the pipeline writes one stage's "
+                         "encodings, so index it with python -m search index")
     source = build.Source(model, images=args.images)
     approximate.wanted(args.approximate, len(source.ids), model.metric)
     staging = store.staging_dir(args.out)

@@ -38,7 +38,7 @@ class Source:
             self.ids = list_images(images)
             model.check_takes_images("--images")
             self.description = {"kind": "images", "source": str(self.folder.resolve()), "source_digest": None}
-            self.encoding_shape = model.loaded.similarity.input_signature[0].shape[1:]
+            self.side = "image"
         else:
             self.kind, self.unit = "captions", "caption"
             self.captions = read_captions(captions)
@@ -46,8 +46,21 @@ class Source:
             self.ids = [str(line) for line in range(1, len(self.captions) + 1)]
             self.description = {"kind": "captions", "source": str(Path(captions).resolve()),
                                 "source_digest": file_digest(captions)}
-            self.encoding_shape = model.loaded.similarity.input_signature[1].shape[1:]
+            self.side = "text"
+        # The index's encodings (a two-stage export's first stage's; the second's go beside the shards).
+        self.encoding_shape = model.loaded.similarity.input_signature[0 if self.side == "image" else 1].shape[1:]
+        # What `encode` gives: those, or both stages' side by side.
+        self.encoded_shape = (self.encoding_shape if model.rerank_k is None else
+                              [self.encoding_shape[0] + model.rerank_encoding_shape(self.side)[0]])
         self.model = model
+
+    def shard_arrays(self, encodings):
+        """{"encodings", "rerank_encodings"} of a shard, from encodings as
+        `encode` gives them (a two-stage export's: both stages' side by side)."""
+        if self.model.rerank_k is None:
+            return {"encodings": encodings, "rerank_encodings": None}
+        first, second = self.model.split(encodings, self.side)
+        return {"encodings": first, "rerank_encodings": second}
 
     def encode(self, ids):
         """(encodings [n, ...] or None, encoded ids, [(skipped id, reason)])."""
@@ -55,11 +68,11 @@ class Source:
             return encode_image_files(self.model, ids, lambda name: (self.folder / name).read_bytes())
         texts = [self.captions[int(line) - 1] for line in ids]
         try:
-            return self.model.loaded.encode_text(tf.constant(texts)).numpy(), list(ids), []
+            return self.model.encode_text_batch(texts), list(ids), []
         except tf.errors.InvalidArgumentError:
             for line, text in zip(ids, texts):
                 try:
-                    self.model.loaded.encode_text(tf.constant([text]))
+                    self.model.encode_text_batch([text])
                 except tf.errors.InvalidArgumentError as error:
                     raise InputError(f"{self.description['source']}: line {line}: the model refuses the caption "
                                      f"({error_reason(error)})") from None
@@ -71,10 +84,13 @@ class Source:
 
 def manifest_for(model, source):
     """The manifest of an unfinished index of `source` by `model`."""
-    return {**source.description, "complete": False,
-            "model": {"path": str(Path(model.path).resolve()), "fingerprint": model.fingerprint,
-                      "joint_space": model.joint_space, "metric": model.metric,
-                      "encoding_shape": list(source.encoding_shape)}}
+    description = {"path": str(Path(model.path).resolve()), "fingerprint": model.fingerprint,
+                   "joint_space": model.joint_space, "metric": model.metric,
+                   "encoding_shape": list(source.encoding_shape)}
+    if model.rerank_k is not None:
+        description.update(rerank_k=model.rerank_k,
+                           rerank_encoding_shape=list(model.rerank_encoding_shape(source.side)))
+    return {**source.description, "complete": False, "model": description}
 
 
 def start_or_resume(staging, manifest, source):
@@ -125,10 +141,11 @@ def build_index(model, out, images=None, captions=None, approximate_choice="auto
     def write_shards(final):
         nonlocal shard_number, kept
         while len(pending["ids"]) >= shard_items or (final and (pending["ids"] or pending["skipped"])):
-            encodings = np.concatenate([np.zeros((0, *source.encoding_shape), np.float32), *pending["encodings"]])
+            encodings = np.concatenate([np.zeros((0, *source.encoded_shape), np.float32), *pending["encodings"]])
             ids = pending["ids"]
-            store.write_shard(staging / f"shard-{shard_number:06d}.npz", encodings[:shard_items], ids[:shard_items],
-                              pending["skipped"])
+            arrays = source.shard_arrays(encodings[:shard_items])
+            store.write_shard(staging / f"shard-{shard_number:06d}.npz", arrays["encodings"], ids[:shard_items],
+                              pending["skipped"], arrays["rerank_encodings"])
             kept += len(ids[:shard_items]) + len(pending["skipped"])
             shard_number += 1
             pending.update(encodings=[encodings[shard_items:]], ids=ids[shard_items:], skipped=[])

@@ -11,6 +11,14 @@ scores every item: the query encodings times the shards' encodings for a
 "dot" or "cosine" model, the export's `similarity` on every pair for the
 others, one block of items at a time, keeping the best `k` of each query,
 so memory is one shard and one block of scores whatever the index's size.
+
+An index of a two-stage export ranks in two stages (`common.reranking`):
+its first stage proposes each query's best max(k, `rerank_k`) items
+(exactly or approximately, as above), its second stage scores the first
+`rerank_k` of them (their encodings read from the shards' `.rerank.npy`
+memory maps) and they are ranked by those scores; the other proposals
+follow in the first stage's order, scored below the list
+(`common.reranking.tail_scores`), as the export's `score` scores them.
 """
 
 import collections
@@ -19,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from common import reranking
 from common.errors import InputError, error_reason
 from search import approximate, store
 from search.build import CAPTIONS_FILE, build_index
@@ -26,7 +35,8 @@ from search.model import SearchModel, encode_image_files, normalize
 
 Hit = collections.namedtuple("Hit", "id score item")
 Hit.__doc__ = ("One search result: its id (an image's path under the folder, a caption's line number), its score "
-               "under the model's similarity, and the item (the image file's path, or the caption).")
+               "under the model's similarity (a two-stage index's: its two-stage score), and the item (the image "
+               "file's path, or the caption).")
 
 ITEM_BLOCK = 4096  # items scored at once against QUERY_BLOCK queries: 16 MB of float32 scores
 QUERY_BLOCK = 1024
@@ -44,7 +54,11 @@ class Index:
         self.model = model
         self.kind = manifest["kind"]
         self.metric = manifest["model"]["metric"]
+        # A two-stage index's list length (None: one stage).
+        self.rerank_k = manifest["model"].get("rerank_k")
         self._shards = [self.folder / shard["file"] for shard in manifest["shards"]]
+        self._shard_starts = np.cumsum([0] + [shard["items"] for shard in manifest["shards"]])
+        self._rerank_encodings = None
         self.ids = np.concatenate([store.read_shard(path, ("ids",))["ids"] for path in self._shards])
         if self.kind == "captions":
             self._captions = (self.folder / CAPTIONS_FILE).read_text(encoding="utf-8").split("\n")[:-1]
@@ -78,6 +92,10 @@ class Index:
             if file.stat().st_size != shard["bytes"]:
                 raise InputError(f"{file}: damaged shard ({file.stat().st_size} bytes; the index wrote "
                                  f"{shard['bytes']}); build the index again")
+            rerank = store.rerank_file(file)
+            if "rerank_bytes" in shard and (not rerank.is_file() or rerank.stat().st_size != shard["rerank_bytes"]):
+                raise InputError(f"{rerank}: missing or damaged (the index wrote {shard['rerank_bytes']} bytes); "
+                                 "build the index again")
         recorded = manifest["model"]
         if saved_model is None:
             if not Path(recorded["path"]).is_dir():
@@ -133,7 +151,9 @@ class Index:
         index; `ef_search` sets how many candidates its graph search keeps
         (more: higher recall, slower), for this call only."""
         one = isinstance(queries, (str, Path))
-        rows, scores = self.search_rows(self.encode_queries([queries] if one else queries), k, exact, ef_search)
+        encodings = self.encode_queries([queries] if one else queries)
+        search = self.search_rows if self.rerank_k is None else self.rerank_rows
+        rows, scores = search(encodings, k, exact, ef_search)
         hits = [[Hit(str(self.ids[row]), float(score), self.item(row)) for row, score in zip(best, best_scores)
                  if row >= 0] for best, best_scores in zip(rows, scores)]
         return hits[0] if one else hits
@@ -148,6 +168,39 @@ class Index:
             scores, rows = approximate.search(self._approximate, query_encodings, k, self.metric, ef_search)
             return rows, scores
         return self._exact(query_encodings, k)
+
+    def rerank_rows(self, query_encodings, k, exact=False, ef_search=None):
+        """`search_rows` of a two-stage index (the module docstring), on
+        queries encoded by both stages (side by side)."""
+        query_side = "text" if self.kind == "images" else "image"
+        first, second = self.model.split(query_encodings, query_side)
+        proposed, _ = self.search_rows(first, max(k, self.rerank_k), exact, ef_search)
+        rows, scores = np.full((len(first), k), -1, np.int64), np.full((len(first), k), -np.inf, np.float32)
+        for query, found in enumerate(proposed):
+            found = found[found >= 0]
+            listed = found[: self.rerank_k]
+            items, queries = self._rerank_encodings_of(listed), np.repeat(second[query : query + 1], len(listed), axis=0)
+            listed_scores = (self.model.rerank_score_pairs(items, queries) if self.kind == "images" else
+                             self.model.rerank_score_pairs(queries, items))
+            # The two-stage ranking of the proposals, numbered in the order of their rows (the index's).
+            by_row = np.sort(found)
+            order = np.searchsorted(by_row, found)
+            ranking = np.argsort(-reranking.two_stage_scores(order[None], listed_scores[None])[0])[:k]
+            found_scores = np.empty(len(found), np.float32)
+            found_scores[order] = np.concatenate(
+                [listed_scores, reranking.tail_scores(listed_scores[None], len(found) - len(listed))[0]])
+            rows[query, : len(ranking)] = by_row[ranking]
+            scores[query, : len(ranking)] = found_scores[ranking]
+        return rows, scores
+
+    def _rerank_encodings_of(self, rows):
+        """The second stage's encodings of the items `rows`, read from the
+        shards' memory-mapped `.rerank.npy` files."""
+        if self._rerank_encodings is None:
+            self._rerank_encodings = [np.load(store.rerank_file(path), mmap_mode="r") for path in self._shards]
+        shards = np.searchsorted(self._shard_starts, rows, side="right") - 1
+        return np.stack([self._rerank_encodings[shard][row - self._shard_starts[shard]]
+                         for shard, row in zip(shards, rows)])
 
     def _exact(self, query_encodings, k):
         pairwise = self.metric == "model"

@@ -13,6 +13,11 @@ the model's own `similarity`, and two facts an index records:
   scores every pair: the pairwise m-CNN and ensembles, `joint_space`
   false, and joint spaces under order-violation or negative-MSE
   similarities).
+
+A two-stage export (`engine.export`: `rerank_k` and the second stage's
+`rerank_*` signatures) is indexed by its first stage (the metric is its
+first stage's) and re-ranks with its second; its encodings here are both
+stages' side by side (`split` parts them), as `engine.scoring` has them.
 """
 
 import numpy as np
@@ -37,8 +42,11 @@ class SearchModel:
         except (OSError, ValueError, tf.errors.OpError) as error:
             raise InputError(f"{path}: the SavedModel has no readable fingerprint.pb ({error_reason(error)}); "
                              "export it again with this TensorFlow") from None
-        self.joint_space = self.scorer.joint_space
+        # Whether the export's `encode_*` (a two-stage export's: its first stage's) meet in one space.
+        self.joint_space = bool(self.loaded.joint_space.numpy())
         self.metric = _probe_metric(self.loaded.similarity, self.joint_space)
+        # A two-stage export's list length: its encodings are then both stages' side by side (`split`).
+        self.rerank_k = self.scorer.rerank_k
 
     @property
     def takes_images(self):
@@ -55,16 +63,42 @@ class SearchModel:
         """float32 [n, ...] encodings of `texts` (the model's progress bar)."""
         return self.scorer.encode_texts(list(texts), batch_size)
 
+    def encode_text_batch(self, texts):
+        """float32 [n, ...] encodings of one batch of texts; a
+        `tf.errors.InvalidArgumentError` when the model refuses one."""
+        return self.scorer.encode_text_batch(tf.constant(list(texts), tf.string)).numpy()
+
     def encode_image_features(self, features, batch_size=256):
         return self.scorer.encode_images(np.asarray(features, np.float32), batch_size)
 
     def encode_image_bytes(self, images):
         """float32 [n, ...] encodings of a batch of encoded images; a
-        `tf.errors.InvalidArgumentError` when one of them cannot be decoded."""
-        return self.loaded.encode_image_bytes(tf.constant(images, tf.string)).numpy()
+        `tf.errors.InvalidArgumentError` when one of them cannot be decoded.
+        A two-stage export runs the backbone once for both stages."""
+        images = tf.constant(images, tf.string)
+        if self.rerank_k is None:
+            return self.loaded.encode_image_bytes(images).numpy()
+        features = self.loaded.extract_image_features(images)
+        return np.concatenate([self.loaded.encode_image(features).numpy(),
+                               self.loaded.rerank_encode_image(features).numpy()], axis=1)
 
     def similarity(self, image_encodings, text_encodings):
-        return self.scorer.similarity(image_encodings, text_encodings)
+        """The export's `similarity` (a two-stage export's: its first stage's)."""
+        return self.loaded.similarity(image_encodings, text_encodings).numpy()
+
+    def split(self, encodings, side):
+        """(first stage's, second stage's) parts of a two-stage export's
+        encodings of `side` ("image" or "text")."""
+        width = self.scorer.first_widths[0 if side == "image" else 1]
+        return encodings[:, :width], encodings[:, width:]
+
+    def rerank_encoding_shape(self, side):
+        """The shape of the second stage's encodings of `side`."""
+        return self.loaded.rerank_score_pairs.input_signature[0 if side == "image" else 1].shape[1:]
+
+    def rerank_score_pairs(self, image_encodings, text_encodings):
+        """float32 [P]: the second stage's scores of aligned pairs [P, ...] x [P, ...]."""
+        return self.loaded.rerank_score_pairs(image_encodings, text_encodings).numpy()
 
 
 def encode_image_files(model, files, read):

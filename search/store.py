@@ -4,12 +4,16 @@
     INDEX/shard-*.npz       encodings float32 [n, ...], ids [n] (an image's
                             path under the folder, or a caption), skipped [m]
                             and skip_reasons [m] (files that could not be read)
+    INDEX/shard-*.rerank.npy  a two-stage index's second-stage encodings
+                            float32 [n, ...] of the shard's items
 
 `index.json` holds the format's name, `kind` ("images" or "captions"),
 `source` (the folder or the caption file, absolute) and, for captions, its
 SHA-256 (`source_digest`), `model` (the SavedModel's path, its fingerprint,
-`joint_space`, `metric` and the encoding shape), `complete`, and, once
-complete, `shards` (file, items, bytes, in the order of the index's rows),
+`joint_space`, `metric` and the encoding shape; for a two-stage export,
+also `rerank_k` and `rerank_encoding_shape`), `complete`, and, once
+complete, `shards` (file, items, bytes, in the order of the index's rows;
+`rerank_bytes`, the size of its `.rerank.npy`, in a two-stage index),
 `items`, `skipped` ([path, reason] pairs) and `approximate` (null, or the
 approximate index's file and settings, `search.approximate`).
 
@@ -77,10 +81,20 @@ def write_manifest(folder, manifest):
     write_json_atomically(Path(folder) / MANIFEST, json.dumps({"format": FORMAT, **manifest}, indent=1) + "\n")
 
 
-def write_shard(path, encodings, ids, skipped=()):
+def rerank_file(shard):
+    """The file of a two-stage index's second-stage encodings of the items
+    of `shard` (`shard-NNNNNN.rerank.npy`): a plain .npy, so a query reads
+    the rows it re-ranks from a memory map."""
+    return Path(shard).with_suffix(".rerank.npy")
+
+
+def write_shard(path, encodings, ids, skipped=(), rerank_encodings=None):
     """Writes one shard atomically: `encodings` float32 [n, ...] of the
-    items `ids`, and the `skipped` (file, reason) pairs."""
+    items `ids`, and the `skipped` (file, reason) pairs; for a two-stage
+    index, first the second stage's `rerank_encodings` [n, ...] (`rerank_file`)."""
     skipped = list(skipped)
+    if rerank_encodings is not None:
+        atomic_write(rerank_file(path), lambda file: np.save(file, np.asarray(rerank_encodings, np.float32)))
 
     def write(file):
         np.savez(file, encodings=np.asarray(encodings, np.float32), ids=np.array(ids, dtype=str),
@@ -106,6 +120,21 @@ def read_shard(path, members=("encodings", "ids", "skipped", "skip_reasons")):
     return arrays
 
 
+def _check_rerank_file(shard, items):
+    """The size of a shard's second-stage encodings (`rerank_file`), which
+    must hold a row for each of its `items`."""
+    path = rerank_file(shard)
+    try:
+        rows = len(np.load(path, mmap_mode="r"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing (the second stage's encodings of {shard.name})") from None
+    except (OSError, ValueError) as error:
+        raise InputError(f"{path}: damaged ({error}); build the index again") from None
+    if rows != items:
+        raise InputError(f"{path}: {rows} encodings for the {items} items of {shard.name}; build the index again")
+    return path.stat().st_size
+
+
 def shard_files(folder):
     return sorted(Path(folder).glob(SHARD_PATTERN))
 
@@ -126,6 +155,8 @@ def finish(staging, out, approximate):
         seen.update(arrays["ids"].tolist())
         skipped += [[str(name), str(reason)] for name, reason in zip(arrays["skipped"], arrays["skip_reasons"])]
         shards.append({"file": path.name, "items": len(arrays["ids"]), "bytes": path.stat().st_size})
+        if manifest["model"].get("rerank_k") is not None:
+            shards[-1]["rerank_bytes"] = _check_rerank_file(path, len(arrays["ids"]))
     if not seen:
         raise InputError(f"{out}: no item could be encoded ({len(skipped)} skipped, e.g. {skipped[0][0]}: "
                          f"{skipped[0][1]})" if skipped else f"{out}: nothing to index")

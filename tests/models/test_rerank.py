@@ -5,11 +5,13 @@ import json
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import train
 from common import metrics, reranking
 from data import splits
 from engine import evaluation
+from engine.export import export_saved_model
 from engine.scoring import CheckpointScorer
 from models.base import RetrievalModel
 from models.restore import restore_model
@@ -43,7 +45,6 @@ def test_the_fit_chooses_the_smallest_k_of_the_grid_within_the_margin_on_dev(tra
     within = [int(k) for k, rsum in by_k.items() if rsum >= full - 1.0 - 0.01]
     assert fit["k"] == min(within)
     assert results["test"]["rerank_k"] == fit["k"]
-    assert not (trained_rerank / "saved_model").exists()
 
 
 def test_evaluation_equals_a_numpy_re_ranking_of_the_first_stage_lists(trained_rerank, trained, trained_mcnn_ens,
@@ -94,3 +95,50 @@ def test_a_pairwise_first_stage_or_a_single_member_is_refused(trained, trained_m
         assert train.main(argv) == 2
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.fixture(scope="module")
+def rerank_export(trained_rerank, tmp_path_factory):
+    """The run's SavedModel as train.py wrote it, and one at k = 10 (the k
+    the tiny run chose on dev may list all 50 captions below)."""
+    config, model = restore_model(trained_rerank, ["model.k=10"])
+    at_10 = export_saved_model(model, config.image_dim, tmp_path_factory.mktemp("rerank-export") / "saved_model",
+                               config.data.image_features)
+    return {"written": trained_rerank / "saved_model", "k=10": at_10}
+
+
+def test_train_writes_the_two_stage_export_with_the_k_chosen_on_dev(trained_rerank, rerank_export):
+    loaded = tf.saved_model.load(str(rerank_export["written"]))
+    assert int(loaded.rerank_k.numpy()) == json.loads((trained_rerank / "results.json").read_text())["fit"]["k"]
+    # encode_* are the first stage's, a joint space; the second stage's are rerank_*.
+    assert bool(loaded.joint_space.numpy())
+    assert {"score", "similarity", "encode_text", "encode_image", "rerank_encode_text", "rerank_encode_image",
+            "rerank_score_pairs"} <= set(loaded.signatures)
+
+
+def test_the_exports_score_of_an_image_and_its_50_best_captions_is_a_numpy_re_ranking(
+        rerank_export, trained, trained_mcnn_ens, test_split, k=10):
+    """Each stage scored by its own run's export; the list, its re-ranking and the tail's scores in NumPy."""
+    features = test_split.images[:1].astype(np.float32)
+    captions = np.asarray(test_split.captions, dtype=object)
+    first_stage = tf.saved_model.load(str(trained / "saved_model"))
+    second_stage = tf.saved_model.load(str(trained_mcnn_ens / "saved_model"))
+    best = np.argsort(-first_stage.score(features, tf.constant(captions)).numpy()[0], kind="stable")[:50]
+    texts = tf.constant(captions[best])
+    first = first_stage.score(features, texts).numpy()[0]
+    order = np.argsort(-first, kind="stable")
+    # No two first-stage scores within float32 noise of each other: the list and the tail's order are not ties.
+    assert np.diff(np.sort(first)).min() > 1e-6
+    listed = order[:k]
+    second = second_stage.score(features, tf.constant(captions[best][listed])).numpy()[0]
+    expected = np.empty(50)
+    expected[listed] = second
+    expected[order[k:]] = second.min() - 1.0 - np.arange(50 - k)
+
+    two_stages = tf.saved_model.load(str(rerank_export["k=10"]))
+    got = two_stages.score(features, texts).numpy()[0]
+    # The export scores listed pairs with pair_similarity, the m-CNN export the matrix: float32 sums in another
+    # order (test_pair_similarity_...), 1e-5 apart at most.
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    assert np.diff(np.sort(second)).min() > 1e-4  # so the ranking below is no tie-break of float noise
+    assert np.argsort(-got, kind="stable").tolist() == [*listed[np.argsort(-second, kind="stable")], *order[k:]]

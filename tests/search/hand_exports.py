@@ -9,6 +9,7 @@ them, as the zoo's exports promise. Its similarity is the cosine, the dot
 product or (a pairwise model without a joint space) minus the L1
 distance of every pair. A caption of more than 12 words fails the call,
 as the zoo's exports fail captions longer than they accept.
+`HandTwoStageExport` is a two-stage export made of two of them.
 """
 
 import io
@@ -64,6 +65,31 @@ class HandExport(tf.Module):
         return -tf.reduce_sum(tf.abs(image_encodings[:, None, :] - text_encodings[None, :, :]), axis=2)
 
 
+class HandTwoStageExport(tf.Module):
+    """A two-stage export's signatures (`engine.export`) around two
+    `HandExport`s: `first` proposes (its encoders, image signature and
+    similarity are the export's), `second` re-ranks (`rerank_encode_*`,
+    `rerank_score_pairs`: its similarity of aligned pairs); lists of `k`.
+    Its `extract_image_features` gives the 48 pixel values both take."""
+
+    def __init__(self, first, second, k):
+        super().__init__()
+        self.first, self.second = first, second
+        self.rerank_k = tf.Variable(k, dtype=tf.int32, trainable=False)
+        self.joint_space = tf.Variable(True, trainable=False)
+        self.image_features = tf.Variable("ims", trainable=False)
+        self.encode_text, self.encode_image, self.similarity = first.encode_text, first.encode_image, first.similarity
+        self.encode_image_bytes = first.encode_image_bytes
+        self.rerank_encode_text, self.rerank_encode_image = second.encode_text, second.encode_image
+        encodings = tf.TensorSpec([None, ENCODING], tf.float32)
+        self.rerank_score_pairs = tf.function(
+            lambda images, texts: tf.linalg.diag_part(second._similarity(images, texts)),
+            input_signature=[encodings, encodings])
+        self.extract_image_features = tf.function(
+            lambda images: tf.map_fn(pixels, images, fn_output_signature=tf.TensorSpec([PIXELS], tf.float32)),
+            input_signature=[tf.TensorSpec([None], tf.string, name="images")])
+
+
 def pixels(data):
     """The 48 features `HandExport` takes for an encoded image."""
     image = tf.cast(tf.io.decode_image(data, channels=3, expand_animations=False), tf.float32) / 255.0
@@ -71,8 +97,9 @@ def pixels(data):
 
 
 def save(module, path):
-    names = ["encode_text", "encode_image", "score", "similarity"]
-    names += ["encode_image_bytes"] if hasattr(module, "encode_image_bytes") else []
+    names = [name for name in ("encode_text", "encode_image", "score", "similarity", "encode_image_bytes",
+                               "rerank_encode_text", "rerank_encode_image", "rerank_score_pairs",
+                               "extract_image_features") if hasattr(module, name)]
     tf.saved_model.save(module, str(path), signatures={name: getattr(module, name) for name in names})
     return path
 
