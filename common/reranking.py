@@ -19,8 +19,9 @@ ranked against its candidates in two stages (`models.rerank`):
 `two_stage_scores` writes a ranking as a score matrix (minus each
 candidate's 0-based position, all distinct), so every function of
 `common.metrics` ranks it as it stands. What a two-stage SavedModel's
-`score` and `python -m search` give instead keeps the second stage's
-scores of the list and puts the tail below them (`tail_scores`).
+`score`, `python -m search` and `tools.show_retrievals` give instead keeps
+the second stage's scores of the list and puts the tail below them
+(`tail_scores`, `two_stage_ranking`).
 """
 
 import numpy as np
@@ -114,3 +115,23 @@ def tail_scores(second, n_tail):
     the first stage's order (distinct while float32 holds them: |score| +
     n_tail < 2**24)."""
     return np.min(second, axis=1, keepdims=True) - 1.0 - np.arange(n_tail)[None, :]
+
+
+def two_stage_ranking(order, second):
+    """Each query's candidates in their two-stage ranking, with the scores
+    a two-stage SavedModel's `score` gives them.
+
+    Args:
+      order, second: as `two_stage_scores`'.
+
+    Returns:
+      (int [n_queries, n_candidates]: the candidates, best first; float64
+      [n_queries, n_candidates]: their scores, the listed ones' second-stage
+      scores, then `tail_scores`).
+    """
+    order, second = np.asarray(order), np.asarray(second, np.float64)
+    ranking = np.argsort(-two_stage_scores(order, second), axis=1)
+    scores = np.empty(order.shape, np.float64)
+    np.put_along_axis(scores, order, np.concatenate([second, tail_scores(second, order.shape[1] - second.shape[1])],
+                                                    axis=1), axis=1)
+    return ranking, np.take_along_axis(scores, ranking, axis=1)

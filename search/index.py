@@ -182,15 +182,12 @@ class Index:
             items, queries = self._rerank_encodings_of(listed), np.repeat(second[query : query + 1], len(listed), axis=0)
             listed_scores = (self.model.rerank_score_pairs(items, queries) if self.kind == "images" else
                              self.model.rerank_score_pairs(queries, items))
-            # The two-stage ranking of the proposals, numbered in the order of their rows (the index's).
+            # The proposals numbered in the order of their rows (the index's), as candidates are.
             by_row = np.sort(found)
-            order = np.searchsorted(by_row, found)
-            ranking = np.argsort(-reranking.two_stage_scores(order[None], listed_scores[None])[0])[:k]
-            found_scores = np.empty(len(found), np.float32)
-            found_scores[order] = np.concatenate(
-                [listed_scores, reranking.tail_scores(listed_scores[None], len(found) - len(listed))[0]])
-            rows[query, : len(ranking)] = by_row[ranking]
-            scores[query, : len(ranking)] = found_scores[ranking]
+            ranking, ranked_scores = reranking.two_stage_ranking(np.searchsorted(by_row, found)[None],
+                                                                 listed_scores[None])
+            rows[query, : min(k, len(found))] = by_row[ranking[0, :k]]
+            scores[query, : min(k, len(found))] = ranked_scores[0, :k]
         return rows, scores
 
     def _rerank_encodings_of(self, rows):

@@ -183,3 +183,14 @@ def trained_fv(tmp_path_factory):
             "--set", "model.cca_etas=[0.001,0.01]", "--set", "train.max_train_images=300"]
     assert train.main(argv) == 0
     return model_dir
+
+
+@pytest.fixture(scope="session")
+def trained_rerank(trained, trained_mcnn_ens, short_test_data, tmp_path_factory):
+    """The two-stage run of the tiny `gru` (first stage) and the tiny m-CNN
+    ensemble (second), k chosen on 50 dev images, tested on 100 images."""
+    model_dir = tmp_path_factory.mktemp("rerank") / "gru-mcnn-ens"
+    argv = ["--model", "rerank", "--model-dir", str(model_dir), "--data", str(short_test_data),
+            "--set", f"model.members={trained},{trained_mcnn_ens}", "--set", "train.validate_max_images=50"]
+    assert train.main(argv) == 0
+    return model_dir

@@ -9,7 +9,9 @@ Queries are drawn at random (`--seed`) from the evaluated split (the
 model's test split by default), `--queries` of each kind. Every retrieved
 caption and image is marked as a match when it belongs to the query in the
 data set. Retrieval scores every query against the whole split with the
-model's own similarity, as evaluation does.
+model's own similarity, as evaluation does; a two-stage run or export
+(`--model rerank`) ranks in two stages, as its evaluation does, and shows
+the scores its SavedModel's `score` gives (docs/rerank.md).
 
 With `--images DIR` (a folder of the split's images; each image id is
 found as `data.readers.image_file` says: ids with sub-folders such as
@@ -39,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from common import reranking
 from common.errors import count, count_or_zero, run_command
 from common.files import check_output_file
 from data.readers import find_image_files, image_file
@@ -76,7 +79,10 @@ def choose_queries(rng, preferred, n):
 
 
 def retrieve(scorer, split, image_queries, caption_queries, k, batch_size=256):
-    """Top-k retrievals of the given queries over the whole split.
+    """Top-k retrievals of the given queries over the whole split; a
+    two-stage model's (`scorer.two_stage`) ranked in two stages, as its
+    evaluation ranks, with the scores its SavedModel's `score` gives
+    (`common.reranking.two_stage_ranking`).
 
     Returns:
       (for each image query, [(caption index, score)] best first;
@@ -84,9 +90,30 @@ def retrieve(scorer, split, image_queries, caption_queries, k, batch_size=256):
     """
     image_encodings = scorer.encode_images(split.images, batch_size)
     text_encodings = scorer.encode_texts(split.captions, batch_size)
-    i2t = scorer.similarity(image_encodings[image_queries], text_encodings)  # [queries, captions]
-    t2i = scorer.similarity(image_encodings, text_encodings[caption_queries]).T  # [queries, images]
+    images, texts = image_encodings[image_queries], text_encodings[caption_queries]
+    if scorer.two_stage is not None:
+        return (_two_stage_top(scorer.two_stage, images, text_encodings, k, queries_are_images=True),
+                _two_stage_top(scorer.two_stage, texts, image_encodings, k, queries_are_images=False))
+    i2t = scorer.similarity(images, text_encodings)  # [queries, captions]
+    t2i = scorer.similarity(image_encodings, texts).T  # [queries, images]
     return _top(i2t, k), _top(t2i, k)
+
+
+def _two_stage_top(two_stage, queries, candidates, k, queries_are_images):
+    """`_top` of a two-stage model (an `engine.evaluation.TwoStage`): each
+    query's list scored by the second stage, then the tail."""
+    def oriented(query_encodings, candidate_encodings):
+        return ((query_encodings, candidate_encodings) if queries_are_images else
+                (candidate_encodings, query_encodings))
+
+    first = np.asarray(two_stage.propose(*oriented(queries, candidates)))
+    order = reranking.first_stage_order(first if queries_are_images else first.T)
+    listed = order[:, : min(two_stage.k, len(candidates))]
+    second = np.asarray(two_stage.score_pairs(*oriented(np.repeat(queries, listed.shape[1], axis=0),
+                                                        candidates[listed.ravel()]))).reshape(listed.shape)
+    ranking, scores = reranking.two_stage_ranking(order, second)
+    return [[(int(j), float(score)) for j, score in zip(row[:k], row_scores[:k])]
+            for row, row_scores in zip(ranking, scores)]
 
 
 def _top(scores, k):

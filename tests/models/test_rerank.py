@@ -1,5 +1,6 @@
 """The two-stage model (`models.rerank`): a tiny `gru` proposes, the tiny
-m-CNN ensemble re-ranks, tested on 100 images (`short_test_data`)."""
+m-CNN ensemble re-ranks, tested on 100 images (`trained_rerank`); its
+SavedModel."""
 
 import json
 
@@ -12,18 +13,9 @@ from common import metrics, reranking
 from data import splits
 from engine import evaluation
 from engine.export import export_saved_model
-from engine.scoring import CheckpointScorer
+from engine.scoring import CheckpointScorer, SavedModelScorer
 from models.base import RetrievalModel
 from models.restore import restore_model
-
-
-@pytest.fixture(scope="module")
-def trained_rerank(trained, trained_mcnn_ens, short_test_data, tmp_path_factory):
-    model_dir = tmp_path_factory.mktemp("rerank") / "gru-mcnn-ens"
-    argv = ["--model", "rerank", "--model-dir", str(model_dir), "--data", str(short_test_data),
-            "--set", f"model.members={trained},{trained_mcnn_ens}", "--set", "train.validate_max_images=50"]
-    assert train.main(argv) == 0
-    return model_dir
 
 
 @pytest.fixture(scope="module")
@@ -142,3 +134,10 @@ def test_the_exports_score_of_an_image_and_its_50_best_captions_is_a_numpy_re_ra
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
     assert np.diff(np.sort(second)).min() > 1e-4  # so the ranking below is no tie-break of float noise
     assert np.argsort(-got, kind="stable").tolist() == [*listed[np.argsort(-second, kind="stable")], *order[k:]]
+
+
+def test_the_export_evaluates_in_two_stages_as_its_checkpoint(rerank_export, trained_rerank, test_split):
+    by_export = evaluation.evaluate(SavedModelScorer(rerank_export["k=10"]), test_split)
+    by_checkpoint = evaluation.evaluate(CheckpointScorer.from_model_dir(trained_rerank, ["model.k=10"]), test_split)
+    assert by_export["rerank_k"] == 10
+    assert by_export == pytest.approx(by_checkpoint, abs=1e-9)

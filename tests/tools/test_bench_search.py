@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.search.hand_exports import ENCODING, HandExport, save
+from tests.search.hand_exports import ENCODING, HandExport, HandTwoStageExport, save
 from tools import bench_search
 
 TINY = ["--items", "300", "--dim", "8", "--latent", "4", "--queries", "12", "--k", "5", "--ef-search", "8,300"]
@@ -38,9 +38,24 @@ def test_the_encoding_size_comes_from_the_saved_model(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["dim"] == ENCODING
 
 
+def test_a_two_stage_export_adds_timed_two_stage_queries(tmp_path, capsys):
+    saved_model = save(HandTwoStageExport(HandExport("cosine"), HandExport("pairwise"), 4), tmp_path / "export")
+    assert bench_search.main([*TINY, "--saved-model", str(saved_model), "--two-stage-queries", "3"]) == 0
+    two_stage = json.loads(capsys.readouterr().out)["two_stage"]
+    assert (two_stage["rerank_k"], two_stage["queries"], two_stage["rerank_encoding_shape"]) == (4, 3, [ENCODING])
+    seconds = two_stage["seconds_per_query"]
+    assert 0 < seconds["median"] <= seconds["p90"] <= seconds["max"]
+    assert two_stage["meets_target"] == (seconds["max"] <= 1.0)
+    assert bench_search.main([*TINY, "--saved-model", str(saved_model), "--two-stage-queries", "2",
+                              "--rerank-k", "7"]) == 0
+    assert json.loads(capsys.readouterr().out)["two_stage"]["rerank_k"] == 7
+
+
 def test_bad_arguments(tmp_path, capsys):
     with pytest.raises(SystemExit):
         bench_search.main(["--ef-search", "8,zero"])
     assert "--ef-search 8,zero: expected an integer; got 'zero'" in capsys.readouterr().err
     assert bench_search.main([*TINY, "--workdir", str(tmp_path / "nowhere")]) == 2
     assert capsys.readouterr().err.strip() == f"error: --workdir {tmp_path / 'nowhere'}: not a folder"
+    assert bench_search.main([*TINY, "--rerank-k", "5"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --rerank-k needs --saved-model of a two-stage export"

@@ -230,3 +230,33 @@ def test_ids_with_a_folder_or_without_extension_show_their_images(trained, unusu
         assert src.startswith("page_files/pics/") and src.endswith(".jpg")
         name = src.split("/")[-1]
         assert (out.parent / src).read_bytes() == (IMAGES / name).read_bytes()
+
+
+def test_a_two_stage_run_shows_its_two_stage_ranking(trained_rerank, trained, trained_mcnn_ens, short_test_data, k=3):
+    """Against a NumPy re-ranking of each stage's own matrix: the first stage's 3 best by the second stage's
+    scores, then the rest in the first stage's order at min(listed) - 1 - j (lists of 3 hold no near-ties:
+    tests/models/test_rerank.py)."""
+    from data import splits
+    from engine import evaluation
+    from engine.scoring import CheckpointScorer
+
+    split = splits.load_split(short_test_data, "test", "ims")
+
+    def matrix(model_dir):
+        scorer = CheckpointScorer.from_model_dir(model_dir)
+        return evaluation.score_matrix(scorer.similarity, *evaluation.encode_split(scorer, split))
+
+    first, second = matrix(trained), matrix(trained_mcnn_ens)
+    image_queries, caption_queries = [0, 7, 42], [3, 250, 499]
+    i2t, t2i = show_retrievals.retrieve(CheckpointScorer.from_model_dir(trained_rerank, [f"model.k={k}"]), split,
+                                        image_queries, caption_queries, 5)
+    for got, first_rows, second_rows in ((i2t, first[image_queries], second[image_queries]),
+                                         (t2i, first[:, caption_queries].T, second[:, caption_queries].T)):
+        for results, first_row, second_row in zip(got, first_rows, second_rows):
+            order = np.argsort(-first_row, kind="stable")
+            listed = order[:k][np.argsort(-second_row[order[:k]], kind="stable")]
+            expected = [*((j, second_row[j]) for j in listed),
+                        *((j, second_row[listed].min() - 1.0 - n) for n, j in enumerate(order[k:5]))]
+            assert [j for j, _ in results] == [j for j, _ in expected]
+            np.testing.assert_allclose([score for _, score in results], [score for _, score in expected],
+                                       rtol=1e-5, atol=1e-5)
