@@ -176,5 +176,7 @@ def report(out, manifest):
     for path, reason in manifest["skipped"]:
         print(f"skipped {path}: {reason}", file=sys.stderr)
     approximate_index = " and an approximate index" if manifest["approximate"] else ""
+    two_stages = (f", re-ranked by the second stage in lists of {manifest['model']['rerank_k']}"
+                  if manifest["model"].get("rerank_k") is not None else "")
     skipped = f", {len(manifest['skipped'])} skipped (listed in index.json)" if manifest["skipped"] else ""
-    print(f"{out}: {manifest['items']} {manifest['kind']}{approximate_index}{skipped}")
+    print(f"{out}: {manifest['items']} {manifest['kind']}{approximate_index}{two_stages}{skipped}")

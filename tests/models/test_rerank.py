@@ -10,12 +10,14 @@ import tensorflow as tf
 
 import train
 from common import metrics, reranking
-from data import splits
+from data import provenance, splits
 from engine import evaluation
 from engine.export import export_saved_model
 from engine.scoring import CheckpointScorer, SavedModelScorer
 from models.base import RetrievalModel
 from models.restore import restore_model
+from tests.engine.test_export import embedded_features, jpegs
+from tests.helpers import EMBEDDED_DATA
 
 
 @pytest.fixture(scope="module")
@@ -92,10 +94,11 @@ def test_a_pairwise_first_stage_or_a_single_member_is_refused(trained, trained_m
 @pytest.fixture(scope="module")
 def rerank_export(trained_rerank, tmp_path_factory):
     """The run's SavedModel as train.py wrote it, and one at k = 10 (the k
-    the tiny run chose on dev may list all 50 captions below)."""
+    the tiny run chose on dev may list all 50 captions below) taking images
+    too (its features are the embedded ones: their provenance)."""
     config, model = restore_model(trained_rerank, ["model.k=10"])
     at_10 = export_saved_model(model, config.image_dim, tmp_path_factory.mktemp("rerank-export") / "saved_model",
-                               config.data.image_features)
+                               config.data.image_features, provenance.read(EMBEDDED_DATA))
     return {"written": trained_rerank / "saved_model", "k=10": at_10}
 
 
@@ -141,3 +144,19 @@ def test_the_export_evaluates_in_two_stages_as_its_checkpoint(rerank_export, tra
     by_checkpoint = evaluation.evaluate(CheckpointScorer.from_model_dir(trained_rerank, ["model.k=10"]), test_split)
     assert by_export["rerank_k"] == 10
     assert by_export == pytest.approx(by_checkpoint, abs=1e-9)
+
+
+def test_the_exports_image_signatures_run_the_backbone_once_for_both_stages(rerank_export):
+    loaded = tf.saved_model.load(str(rerank_export["k=10"]))
+    features = embedded_features(loaded.image_features.numpy().decode())
+    texts = tf.constant(["A dog runs through the snow .", "Two children play on a beach", "a man rides a bike"])
+    # Features from the JPEGs agree with the stored float16 ones to 2.4e-4 (relative, tests/engine/test_export.py).
+    extracted = loaded.extract_image_features(jpegs()).numpy()
+    np.testing.assert_allclose(extracted, features, rtol=2e-3, atol=2e-3 * np.abs(features).max())
+    first = loaded.encode_image(features).numpy()
+    np.testing.assert_allclose(loaded.encode_image_bytes(jpegs()).numpy(), first, rtol=2e-3,
+                               atol=2e-3 * np.abs(first).max())
+    # Lists of 10 hold all 3 texts: every score is a second-stage score, as smooth in the features as they are.
+    expected = loaded.score(features, texts).numpy()
+    np.testing.assert_allclose(loaded.score_images(jpegs(), texts).numpy(), expected, rtol=2e-3,
+                               atol=2e-3 * np.abs(expected).max())

@@ -119,15 +119,19 @@ def test_a_caption_index_is_re_ranked_for_image_features(stages, tmp_path):
     results = index.search(features, k=len(CAPTIONS))
     assert [[int(hit.id) - 1 for hit in hits] for hits in results] == rankings.tolist()
     np.testing.assert_allclose([[hit.score for hit in hits] for hits in results], scores, rtol=1e-5, atol=1e-4)
+    # An image file: the backbone (here its pixels) once, both stages' encodings of it.
+    ids, _ = sample_images()
+    by_file = index.search(str(EMBEDDED_IMAGES / ids[0]), k=len(CAPTIONS))
+    assert [hit.id for hit in by_file] == [hit.id for hit in results[0]]
 
 
 def test_the_command_line_indexes_and_queries_in_two_stages(stages, tmp_path, capsys):
     out = tmp_path / "photos.index"
     assert search_main.main(["index", "--saved-model", str(stages["two_stage"]), "--images", str(EMBEDDED_IMAGES),
                              "--out", str(out), "--quiet"]) == 0
+    assert capsys.readouterr().out == f"{out}: 8 images, re-ranked by the second stage in lists of {K}\n"
     manifest = json.loads((out / "index.json").read_text())
     assert manifest["model"]["rerank_k"] == K and manifest["shards"][0]["rerank_bytes"] > 0
-    capsys.readouterr()
     assert search_main.main(["query", str(out), LISTED_TOP_3[0], "--k", "3", "--json", "--quiet"]) == 0
     got = [result["id"] for result in json.loads(capsys.readouterr().out)["results"]]
     assert got == [hit.id for hit in Index.open(out).search(LISTED_TOP_3[0], k=3)]
