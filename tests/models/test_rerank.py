@@ -3,6 +3,7 @@ m-CNN ensemble re-ranks, tested on 100 images (`trained_rerank`); its
 SavedModel."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -109,6 +110,16 @@ def test_train_writes_the_two_stage_export_with_the_k_chosen_on_dev(trained_rera
     assert bool(loaded.joint_space.numpy())
     assert {"score", "similarity", "encode_text", "encode_image", "rerank_encode_text", "rerank_encode_image",
             "rerank_score_pairs"} <= set(loaded.signatures)
+
+
+def test_export_only_writes_the_same_two_stage_export(trained_rerank, rerank_export, test_split, tmp_path):
+    copy = tmp_path / trained_rerank.name
+    shutil.copytree(trained_rerank, copy, ignore=shutil.ignore_patterns("saved_model"))
+    assert train.main(["--model-dir", str(copy), "--export-only"]) == 0
+    written, again = (tf.saved_model.load(str(path)) for path in (rerank_export["written"], copy / "saved_model"))
+    features, texts = test_split.images[:4].astype(np.float32), tf.constant(test_split.captions[:30])
+    assert int(again.rerank_k.numpy()) == int(written.rerank_k.numpy())
+    np.testing.assert_array_equal(again.score(features, texts).numpy(), written.score(features, texts).numpy())
 
 
 def test_the_exports_score_of_an_image_and_its_50_best_captions_is_a_numpy_re_ranking(
