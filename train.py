@@ -49,10 +49,14 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
-def main(argv=None):
+def main(argv=None, evaluate_test=True, export=True):
+    """The command line; from Python, `evaluate_test=False` and
+    `export=False` leave the training's last steps out (for a caller that
+    needs the checkpoint only: no results.json, no SavedModel)."""
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     args.command = shlex.join(["python", "train.py", *argv])
+    args.finish = {"evaluate_test": evaluate_test, "export": export}
     return run_command(_run, args)
 
 
@@ -79,11 +83,13 @@ def _run(args):
         overrides = [*args.set, *([f"data.path={args.data}"] if args.data else []), *strategy]
         config = registry.get(args.model).experiment(args.preset, overrides, args.image_features or "fc")
     model_dir = args.model_dir or model_dirs.default(config.model_name, config.preset)
-    results = training.Trainer(config, model_dir, resume=args.resume, command=args.command).run()
-    print(f"best checkpoint: {results.checkpoint}")
-    print("dev:\n" + format_table(results.dev))
-    print("test:\n" + format_table(results.test))
-    print(f"SavedModel: {model_dir}/{training.SAVED_MODEL_DIR}")
+    results = training.Trainer(config, model_dir, resume=args.resume, command=args.command).run(**args.finish)
+    if results is not None:
+        print(f"best checkpoint: {results.checkpoint}")
+        print("dev:\n" + format_table(results.dev))
+        print("test:\n" + format_table(results.test))
+    if args.finish["export"]:
+        print(f"SavedModel: {model_dir}/{training.SAVED_MODEL_DIR}")
     return 0
 
 

@@ -23,13 +23,13 @@ from models.restore import restore_model
 class CheckpointScorer:
     """Scores with the Keras model of a model directory's best checkpoint."""
 
-    def __init__(self, model, image_dim, data_path=None, image_features="ims", test_split="test",
+    def __init__(self, model, data_path=None, image_features="ims", test_split="test",
                  image_provenance=None, recorded_in=None):
         self.model = model
         # How the training features were made, and the file that says so.
         self.image_provenance = image_provenance
         self.recorded_in = recorded_in
-        self.image_dim = image_dim
+        self.image_dim = model.image_dim
         self.data_path = data_path
         self.image_features = image_features
         self.test_split = test_split
@@ -45,7 +45,7 @@ class CheckpointScorer:
     @classmethod
     def from_model_dir(cls, model_dir, overrides=()):
         config, model = restore_model(model_dir, overrides)
-        return cls(model, config.image_dim, config.data.path, config.data.image_features, config.data.test_split,
+        return cls(model, config.data.path, config.data.image_features, config.data.test_split,
                    config.image_provenance, Path(model_dir) / "config.json")
 
     @property

@@ -1,7 +1,11 @@
-"""The training loop shared by every gradient-trained model of the zoo.
+"""Training, shared by every model of the zoo, in three stages.
 
-`Trainer(config, model_dir).run()` trains a registered model on a dataset, validates on dev, keeps the best checkpoint by a dev metric,
-evaluates it on test and exports it as a SavedModel.
+`Trainer(config, model_dir).run()` runs them: `prepare` reads the data,
+makes the vocabulary and builds the model; `train` trains it by gradient
+steps (or fits a `models.base.FittedModel`), validating on dev and keeping
+the best checkpoint by a dev metric; `finish` evaluates the best weights on
+test and exports them as a SavedModel, two steps a caller may leave out
+(`run(evaluate_test=False, export=False)`: a checkpoint is all it needs).
 
 Model directory layout ("best" = the best dev `train.selection_metric`,
 rsum by default):
@@ -33,6 +37,7 @@ usable by `--resume`.
 """
 
 import dataclasses
+import functools
 import logging
 from pathlib import Path
 
@@ -46,6 +51,7 @@ from common.files import write_json_atomically
 from common.records import RunResults
 from common.wording import counted
 from data import pipeline, provenance, splits, word_vectors
+from data.readers import RetrievalSplit
 from data.vocabulary import Vocabulary
 from engine import evaluation, model_dirs, runtime
 from engine.export import export_saved_model
@@ -55,12 +61,37 @@ from engine.time_spent import TimeSpent
 from engine.train_step import make_optimizer, make_train_step
 from layers.text_vectorizer import MAX_INPUT_TOKENS
 from models import registry
+from models.base import FittedModel, RetrievalModel
 from models.restore import BEST_DIR, restore_checkpoint
 
 log = logging.getLogger("train")
 
 LAST_DIR = "checkpoints"
 SAVED_MODEL_DIR = "saved_model"
+
+
+@dataclasses.dataclass
+class PreparedRun:
+    """What `Trainer.prepare` makes ready for training and finishing.
+
+    Attributes:
+      train_split, test_split: the `RetrievalSplit`s (dev is the loop's).
+      vocabulary: the run's `Vocabulary`.
+      model: the built `RetrievalModel` (restored when resuming).
+      loop: the `_TrainingLoop` that trains or fits it, with its state and
+        checkpoint managers.
+      time_spent: the run's `TimeSpent`.
+      steps_per_epoch: set by `Trainer.train` for gradient training (None
+        for a fitted model).
+    """
+
+    train_split: RetrievalSplit
+    test_split: RetrievalSplit
+    vocabulary: Vocabulary
+    model: RetrievalModel
+    loop: "_TrainingLoop"
+    time_spent: TimeSpent
+    steps_per_epoch: int | None = None
 
 
 class Trainer:
@@ -87,8 +118,20 @@ class Trainer:
         self.spec = registry.get(config.model_name)
         self.is_chief = runtime.is_chief(self.strategy)
 
-    def run(self):
-        """Runs the experiment; returns its `RunResults` (what results.json holds)."""
+    def run(self, evaluate_test=True, export=True):
+        """Runs the experiment's three stages: `prepare` (the data, the
+        vocabulary, the model), `train` (a gradient loop, or the fit of a
+        `FittedModel`) and `finish` (the best weights, the test evaluation
+        and the export, either of which a caller may leave out); returns
+        what `finish` does."""
+        prepared = self.prepare()
+        fit = self.train(prepared)
+        return self.finish(prepared, fit, evaluate_test=evaluate_test, export=export)
+
+    def prepare(self):
+        """Reads and checks every input, builds the model (restored from
+        the newest intact checkpoint when resuming) and writes config.json
+        and vocab.json; returns the `PreparedRun`."""
         self._check_model_dir()
         time_spent = TimeSpent(self.model_dir, self.resume)
         if not self.resume and self.spec.prepare:
@@ -142,51 +185,74 @@ class Trainer:
 
         writers = _summary_writers(self.model_dir / "logs", self.is_chief)
         loop = _TrainingLoop(cfg, self.strategy, model, optimizer, state, last, best, dev_split, writers,
-                     time_spent if self.is_chief else None)
-        steps_per_epoch = None
-        if not model.fits_without_gradients:
+                             time_spent if self.is_chief else None)
+        return PreparedRun(train_split, test_split, vocabulary, model, loop, time_spent)
+
+    def train(self, prepared):
+        """Trains the prepared model by gradient steps, or fits it (a
+        `FittedModel`), validating and checkpointing as it goes; returns
+        what a fit chose (None for gradient training). Ctrl-C saves the
+        run's time and says what is kept."""
+        model, loop, train_split = prepared.model, prepared.loop, prepared.train_split
+        if isinstance(model, FittedModel):
+            log.info("plan: %s", self._plan(f"fitted to {len(train_split.captions):,} training captions "
+                                            "(no gradient steps)"))
+            work = functools.partial(loop.fit_split, train_split)
+        else:
+            tc = self.config.train
             train_data = pipeline.tokenize_split(train_split, model.vectorizer)
-            steps_per_epoch = len(pipeline.epoch_order(train_data, cfg.train.sampling, cfg.train.batch_size,
-                                                       cfg.train.seed, 0, cfg.train.bucket_by_length))
-            loop.pace = RunPace(epochs_at_most(model, cfg.train) * steps_per_epoch, self._quick_preset_advice())
-        log.info("plan: %s", self._plan(model, train_split, steps_per_epoch))
+            prepared.steps_per_epoch = len(pipeline.epoch_order(train_data, tc.sampling, tc.batch_size, tc.seed, 0,
+                                                                tc.bucket_by_length))
+            total = epochs_at_most(model, tc) * prepared.steps_per_epoch
+            loop.pace = RunPace(total, self._quick_preset_advice())
+            phases = f"{model.num_phases} phases of " if model.num_phases > 1 else ""
+            log.info("plan: %s", self._plan(
+                f"{phases}{counted(tc.epochs, 'epoch')} × {counted(prepared.steps_per_epoch, 'step', spec=',')} "
+                f"of {counted(tc.batch_size, 'pair')} ({counted(total, 'step', spec=',')} at most)"))
+            work = functools.partial(loop.train, train_data)
         try:
-            fit = loop.fit_split(train_split) if model.fits_without_gradients else loop.train(train_data)
+            return work()
         except KeyboardInterrupt:
             if self.is_chief:
-                time_spent.save()
-            raise KeyboardInterrupt(self._what_is_kept(last)) from None
+                prepared.time_spent.save()
+            raise KeyboardInterrupt(self._what_is_kept(loop.last)) from None
 
-        best_checkpoint = best.latest_checkpoint
+    def finish(self, prepared, fit, evaluate_test=True, export=True):
+        """Loads the best weights, then, each unless left out, evaluates
+        them on the test split (and writes results.json) and exports them
+        as a SavedModel; saves the run's time. Returns the `RunResults`
+        (what results.json holds), or None when the test evaluation is left
+        out (then no results.json is written: it records the test's numbers)."""
+        cfg, loop = self.config, prepared.loop
+        model = prepared.model
+        best_checkpoint = loop.best.latest_checkpoint
         if cfg.runtime.mixed_precision != "none":
             # The test and the export in float32: the best weights (float32
             # under any policy) in a float32 model.
-            model = self.spec.build_model(cfg.model, vocabulary, cfg.image_dim)
+            model = self.spec.build_model(cfg.model, prepared.vocabulary, model.image_dim)
         restore_checkpoint(tf.train.Checkpoint(model=model), best_checkpoint).expect_partial()
-        # The best validation's metrics, unless this process never saw it.
-        dev = loop.best_dev_metrics or loop.validate_metrics()
-        test = evaluation.evaluate(CheckpointScorer(model, cfg.image_dim), test_split)
-        results = RunResults(dev=dev, test=test, checkpoint=best_checkpoint, fit=fit or {}, command=self.command,
-                             epochs=round(int(state.global_step) / steps_per_epoch, 2) if steps_per_epoch else None,
-                             **time_spent.totals())
+        results = None
+        if evaluate_test:
+            # The best validation's metrics, unless this process never saw it.
+            dev = loop.best_dev_metrics or loop.validate_metrics()
+            test = evaluation.evaluate(CheckpointScorer(model), prepared.test_split)
+            steps = prepared.steps_per_epoch
+            results = RunResults(dev=dev, test=test, checkpoint=best_checkpoint, fit=fit or {}, command=self.command,
+                                 epochs=round(int(loop.state.global_step) / steps, 2) if steps else None,
+                                 **prepared.time_spent.totals())
         if self.is_chief:
-            time_spent.save()
-            write_json_atomically(self.model_dir / "results.json", results.to_json())
-            export_saved_model(model, cfg.image_dim, self.model_dir / SAVED_MODEL_DIR, cfg.data.image_features,
-                               cfg.image_provenance)
+            prepared.time_spent.save()
+            if results is not None:
+                write_json_atomically(self.model_dir / "results.json", results.to_json())
+            if export:
+                export_saved_model(model, model.image_dim, self.model_dir / SAVED_MODEL_DIR, cfg.data.image_features,
+                                   cfg.image_provenance)
         return results
 
-    def _plan(self, model, train_split, steps_per_epoch):
-        """The run in one line: model, preset, steps (None: a fitted
-        model), data, device, where."""
+    def _plan(self, work):
+        """The run in one line: model, preset, the `work` (steps or a fit),
+        data, device, where."""
         cfg = self.config
-        if steps_per_epoch is None:
-            work = f"fitted to {len(train_split.captions):,} training captions (no gradient steps)"
-        else:
-            phases = f"{model.num_phases} phases of " if model.num_phases > 1 else ""
-            total = epochs_at_most(model, cfg.train) * steps_per_epoch
-            work = (f"{phases}{counted(cfg.train.epochs, 'epoch')} × {counted(steps_per_epoch, 'step', spec=',')} "
-                    f"of {counted(cfg.train.batch_size, 'pair')} ({counted(total, 'step', spec=',')} at most)")
         gpus = len(tf.config.list_physical_devices("GPU"))
         device = f"{gpus} GPU{'s' if gpus > 1 else ''}" if gpus else f"CPU ({counted(machine.cores(), 'core')})"
         precision = "float32" if cfg.runtime.mixed_precision == "none" else cfg.runtime.mixed_precision
@@ -294,7 +360,7 @@ class _TrainingLoop:
     checkpoint manager and the training state in `last`.
 
     Args:
-      config: the `ExperimentConfig`, with its `image_dim`.
+      config: the `ExperimentConfig`.
       strategy: the tf.distribute strategy the model was built under.
       model, optimizer: built, the optimizer's variables created.
       state: the `_TrainingState` (restored when resuming).
@@ -313,7 +379,7 @@ class _TrainingLoop:
         self.state = state
         self.last = last
         self.best = best
-        self.scorer = CheckpointScorer(model, config.image_dim)
+        self.scorer = CheckpointScorer(model)
         self.dev_split = dev_split
         self.train_writer, self.dev_writer = writers
         self.time_spent = time_spent

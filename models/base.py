@@ -1,5 +1,6 @@
 """The interface every model of the zoo implements: its config's base
-classes (`ModelConfig`, `VocabularyConfig`) and the model (`RetrievalModel`)."""
+classes (`ModelConfig`, `VocabularyConfig`) and the model (`RetrievalModel`,
+and `FittedModel` for one fitted without gradients)."""
 
 import abc
 import dataclasses
@@ -81,13 +82,19 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
     - a pairwise model (m-CNN) encodes each side only up to where they meet,
       and its `similarity` evaluates the joint network on every pair.
 
-    Subclasses set `vectorizer` and implement the four methods below; a
-    model with a trainable word embedding sets `word_embedding`, which the
-    default `set_word_vectors` initialises.
+    Subclasses set `vectorizer` and implement the four methods below (a
+    model fitted without gradients derives from `FittedModel` instead,
+    which states its `pair_loss`); a model with a trainable word embedding
+    sets `word_embedding`, which the default `set_word_vectors`
+    initialises.
     """
 
     vectorizer: keras.layers.Layer
     word_embedding: keras.layers.Embedding | None = None
+    # F, the width of the image features the model reads: set when it is
+    # built (`models.registry.ModelSpec.build_model`), so whoever holds the
+    # model (the trainer, a scorer, the export) reads it here.
+    image_dim: int
 
     @abc.abstractmethod
     def encode_text(self, token_ids, training=False):
@@ -171,27 +178,6 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
         model trained in phases (`num_phases` > 1, see
         `TrainConfig.phase_patience`)."""
 
-    # A model fitted without gradient descent (in closed form, or assembled
-    # from trained models) sets this and implements `fit_split`; the trainer then
-    # calls `fit_split` instead of running training steps, and validates once.
-    fits_without_gradients = False
-
-    def fit_split(self, train_split, dev_split, writer, seed):
-        """Fits the model.
-
-        Args:
-          train_split, dev_split: `data.readers.RetrievalSplit`s (dev for
-            choosing settings, e.g. a regularisation).
-          writer: a `tf.summary` writer for the fit's own scalars.
-          seed: seeds any random choice.
-
-        Returns:
-          A dict of what the fit chose (e.g. a regularisation), by name:
-          numbers or strings. It is logged and written to results.json as
-          "fit".
-        """
-        raise NotImplementedError(f"{type(self).__name__} is trained by gradients, not fitted")
-
     def forward_flops(self, token_ids, image_features):
         """The floating-point operations of the forward pass's matrix
         products on a batch (a multiply-add counts 2), for benchmarks; a
@@ -229,3 +215,28 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
         )
         self.word_embedding.embeddings.assign(ops.convert_to_tensor(matrix))
         return f"word vectors cover {100 * coverage:.1f}% of the vocabulary"
+
+
+class FittedModel(RetrievalModel):
+    """A model fitted without gradient descent (in closed form, or assembled
+    from trained models): the trainer calls `fit_split` instead of running
+    training steps, then validates once."""
+
+    @abc.abstractmethod
+    def fit_split(self, train_split, dev_split, writer, seed):
+        """Fits the model.
+
+        Args:
+          train_split, dev_split: `data.readers.RetrievalSplit`s (dev for
+            choosing settings, e.g. a regularisation).
+          writer: a `tf.summary` writer for the fit's own scalars.
+          seed: seeds any random choice.
+
+        Returns:
+          A dict of what the fit chose (e.g. a regularisation), by name:
+          numbers or strings. It is logged and written to results.json as
+          "fit".
+        """
+
+    def pair_loss(self, image_encodings, text_encodings, image_index):
+        raise TypeError(f"{type(self).__name__} is fitted (fit_split), not trained by gradients")

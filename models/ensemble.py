@@ -73,8 +73,8 @@ from common.wording import counted
 from data import splits
 from data.vocabulary import PAD, UNK, Vocabulary
 from models import registry
-from models.base import ModelConfig, RetrievalModel
-from models.restore import load_trained_run, restore_model
+from models.base import FittedModel, ModelConfig
+from models.restore import load_trained_run, restore_best_weights
 
 COMBINATIONS = ("zscore", "rank", "sum")
 # The grid search refuses grids larger than this (many members, a fine step).
@@ -216,13 +216,12 @@ def vocabulary(config, train_captions, word_vectors=None):
     return Vocabulary([PAD, UNK])
 
 
-class Ensemble(RetrievalModel):
+class Ensemble(FittedModel):
     """The trained members of `config.members` combined (see the module
     docstring). Built from the members' configs and vocabularies, with
-    untrained weights; `fit_split` copies the members' best weights and
+    untrained weights; `fit_split` loads the members' best weights and
     chooses the combination's statistics and weights on dev."""
 
-    fits_without_gradients = True
     joint_space = False
 
     def __init__(self, config, members, **kwargs):
@@ -243,9 +242,8 @@ class Ensemble(RetrievalModel):
         if config.combination == "rank":
             self.score_quantiles = self.add_weight(shape=(count, config.quantiles), initializer="zeros",
                                                    trainable=False, name="score_quantiles")
-        encodings = [(m.encode_image(tf.zeros([1, m_run.experiment.image_dim])),
-                      m.encode_text(m.vectorizer(tf.constant(["a"]))))
-                     for m, m_run in zip(self.members, members)]
+        encodings = [(m.encode_image(tf.zeros([1, m.image_dim])), m.encode_text(m.vectorizer(tf.constant(["a"]))))
+                     for m in self.members]
         self.image_sizes = [int(image.shape[-1]) for image, _ in encodings]
         self.text_sizes = [int(text.shape[-1]) for _, text in encodings]
 
@@ -292,15 +290,12 @@ class Ensemble(RetrievalModel):
         return tf.add_n([self.mix[m] * self.comparable_scores(m, tf.cast(member.pair_similarity(i, t), tf.float32))
                          for m, (member, i, t) in enumerate(zip(self.members, images, texts))])
 
-    def pair_loss(self, image_encodings, text_encodings, image_index):
-        raise TypeError("an ensemble is fitted on the dev split (fit_split), not trained by gradients")
-
     def fit_split(self, train_split, dev_split, writer, seed):
-        """Copies each member's best weights from its run directory, then
+        """Loads each member's best weights from its run directory, then
         fits the combination's statistics and (unless fixed) weights on
         `dev_split`; the training split is not used."""
         for member, run in zip(self.members, self.member_runs):
-            member.set_weights(restore_model(run.directory)[1].get_weights())
+            restore_best_weights(member, run.directory)
         images, texts = self._encode(dev_split)
         blocks = [self.member_similarities(images[a : a + IMAGE_BLOCK], texts)
                   for a in range(0, len(images), IMAGE_BLOCK)]

@@ -116,7 +116,8 @@ class ModelSpec:
         return apply_overrides(config, [*(f"{k}={json.dumps(v)}" for k, v in settings.items()), *overrides])
 
     def build_model(self, model_config, vocabulary, image_dim):
-        """The model with its weights created (by encoding a dummy pair);
+        """The model with its weights created (by encoding a dummy pair),
+        reading `image_dim`-wide image features (its `image_dim`);
         `vocabulary` is a `Vocabulary` or a plain token list."""
         import tensorflow as tf
 
@@ -125,6 +126,7 @@ class ModelSpec:
         if not isinstance(vocabulary, Vocabulary):
             vocabulary = Vocabulary(vocabulary)
         model = self.build(model_config, vocabulary, image_dim)
+        model.image_dim = image_dim
         model.encode_image(tf.zeros([1, image_dim]))
         model.encode_text(model.vectorizer(tf.constant(["a"])))
         return model

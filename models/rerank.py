@@ -51,7 +51,7 @@ from common.errors import InputError
 from data import splits
 from data.vocabulary import Vocabulary
 from models import ensemble, registry
-from models.base import ModelConfig, RetrievalModel, Stage
+from models.base import FittedModel, ModelConfig, Stage
 from models.restore import load_trained_run, restore_model
 
 # Dev images scored at a time, against every dev caption, by either stage in the fit.
@@ -134,13 +134,12 @@ def vocabulary(config, train_captions, word_vectors=None):
     return ensemble.vocabulary(config, train_captions, word_vectors)
 
 
-class Rerank(RetrievalModel):
+class Rerank(FittedModel):
     """A first stage proposing and a second stage re-ranking (the module
     docstring). Built from the stages' configs and vocabularies, with
     untrained weights; `fit_split` copies their best weights and chooses
     `k` on dev."""
 
-    fits_without_gradients = True
     joint_space = False
 
     def __init__(self, config, stages, **kwargs):
@@ -201,10 +200,6 @@ class Rerank(RetrievalModel):
 
     def pair_similarity(self, image_encodings, text_encodings):
         return self.second_stage.pair_similarity(*self._parts(image_encodings, text_encodings, 1))
-
-    def pair_loss(self, image_encodings, text_encodings, image_index):
-        raise TypeError("a two-stage model is assembled from trained runs and fitted on dev (fit_split), "
-                        "not trained by gradients")
 
     def fit_split(self, train_split, dev_split, writer, seed):
         """Copies both stages' best weights from their run directories,

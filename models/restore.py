@@ -66,6 +66,15 @@ def restore_model(model_dir, overrides=()):
     vocabulary = Vocabulary.load(model_dir / "vocab.json")
     spec = registry.get(config.model_name)
     model = spec.build_model(config.model, vocabulary, config.image_dim)
+    restore_best_weights(model, model_dir, overrides)
+    return config, model
+
+
+def restore_best_weights(model, model_dir, overrides=()):
+    """Loads a model directory's best weights into `model`, built from its
+    config.json (with `overrides`) and vocab.json: every weight of the
+    model must come from the checkpoint, else an `InputError` names it."""
+    model_dir = Path(model_dir)
     best = tf.train.latest_checkpoint(str(model_dir / BEST_DIR))
     if best is None:
         raise InputError(f"{model_dir / BEST_DIR}: no checkpoint; has this model been validated once?")
@@ -84,7 +93,6 @@ def restore_model(model_dir, overrides=()):
         reason = str(error).strip().splitlines()[-1][:300]
         raise InputError(f"{best}: the checkpoint does not fit the model configured in {model_dir / 'config.json'}"
                          f"{' with ' + ' '.join(overrides) if overrides else ''} ({reason})") from None
-    return config, model
 
 
 def restore_checkpoint(checkpoint, path, advice=None):

@@ -4,12 +4,14 @@ import pytest
 
 import train
 
-# A few minutes of CPU at most for any of these runs.
+# A few minutes of CPU at most for any of these runs. Validation on the
+# first 100 dev images: what a test asks of a run is its test numbers, its
+# checkpoint or its export, never that its selection saw the whole dev split.
 TINY = [
     "--set", "model.word_dim=16", "--set", "model.embed_dim=32",
     "--set", "train.epochs=2", "--set", "train.batch_size=32",
     "--set", "train.max_train_images=160", "--set", "train.validate_every=7",
-    "--set", "train.learning_rate=0.002",
+    "--set", "train.validate_max_images=100", "--set", "train.learning_rate=0.002",
 ]
 
 
@@ -81,6 +83,7 @@ def trained_rcn(tmp_path_factory):
 TINY_W2VV = [
     "--set", "model.gru_units=16", "--set", "model.hidden_units=[64]",
     "--set", "train.epochs=1", "--set", "train.max_train_images=160", "--set", "train.batch_size=40",
+    "--set", "train.validate_max_images=100",
 ]
 
 
@@ -121,15 +124,18 @@ def short_test_data(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def trained_mcnn_members(tmp_path_factory, short_test_data):
-    """The four m-CNNs of the quick preset at tiny sizes, tested on 100
-    images: {variant: model dir}."""
+    """The four m-CNNs of the quick preset at tiny sizes: {variant: model
+    dir}. `st` is tested on 100 images and exported; the others, members
+    of the ensemble only, are their best checkpoints (no results.json, no
+    SavedModel)."""
     root = tmp_path_factory.mktemp("mcnn")
     members = {}
     for variant in ("wd", "phs", "phl", "st"):
         members[variant] = root / variant
         argv = ["--model", f"mcnn-{variant}", "--preset", "quick", "--model-dir", str(members[variant]),
                 "--data", str(short_test_data), *TINY_MCNN]
-        assert train.main(argv) == 0
+        finished = variant == "st"
+        assert train.main(argv, evaluate_test=finished, export=finished) == 0
     return members
 
 
@@ -176,11 +182,12 @@ def trained_ensemble(trained, trained_fv, trained_fne, tmp_path_factory):
 def trained_fv(tmp_path_factory):
     """An HGLMM Fisher-vector model of the quick preset (GloVe-50, ICA),
     with 8 components and 3 EM iterations, its CCA fitted on 300 training
-    images."""
+    images and its ridge chosen on 100 dev images."""
     model_dir = tmp_path_factory.mktemp("run") / "fv"
     argv = ["--model", "fv-hglmm", "--preset", "quick", "--model-dir", str(model_dir),
             "--set", "model.num_components=8", "--set", "model.em_iterations=3",
-            "--set", "model.cca_etas=[0.001,0.01]", "--set", "train.max_train_images=300"]
+            "--set", "model.cca_etas=[0.001,0.01]", "--set", "train.max_train_images=300",
+            "--set", "train.validate_max_images=100"]
     assert train.main(argv) == 0
     return model_dir
 

@@ -251,8 +251,10 @@ def cost_stage(stage, model_name, args):
     """One stage of `cost_row` in this process: a dict of its fields, named
     after the stage."""
     if stage == "train":
+        from models.base import FittedModel  # TensorFlow loads once the arguments are known to be usable
+
         # A fitted model (which may need word vectors for its own vocabulary) has no training steps.
-        if untrained_model(model_name, args.preset, args.set, every_word=True)[2].fits_without_gradients:
+        if isinstance(untrained_model(model_name, args.preset, args.set, every_word=True)[2], FittedModel):
             return {}
         from engine.training import epochs_at_most
 
@@ -291,7 +293,7 @@ def validation_cost(model_name, args):
     dev = splits.load_split(config.data.path, config.data.dev_split, config.data.image_features)
     if config.train.validate_max_images:
         dev = dev.first_images(config.train.validate_max_images)
-    scorer = scoring.CheckpointScorer(model, train_split.images.shape[1])
+    scorer = scoring.CheckpointScorer(model)
     scorer.encode_texts(dev.captions[:8])  # trace once, outside the timing
     began = time.perf_counter()
     evaluation.evaluate(scorer, dev, sentence_similarity=False)
@@ -338,7 +340,6 @@ def measure(model_name, args):
     from engine import evaluation, scoring
 
     config, train_split, model = untrained_model(model_name, args.preset, args.set, every_word=args.eval_only)
-    image_dim = train_split.images.shape[1]
     report = {
         "model": model_name,
         "preset": args.preset,
@@ -354,7 +355,7 @@ def measure(model_name, args):
     split = splits.load_split(config.data.path, args.eval_split, config.data.image_features)
     if args.eval_images:
         split = repeated_split(split, args.eval_images)
-    scorer = scoring.CheckpointScorer(model, image_dim)
+    scorer = scoring.CheckpointScorer(model)
     scorer.encode_texts(split.captions[:8])  # trace once, outside the timing
     load_before = machine.load_average()
     start = time.perf_counter()

@@ -61,7 +61,7 @@ from layers.canonical_projection import CanonicalProjection
 from layers.cosine_similarity import CosineSimilarity
 from layers.fisher_vector import FisherVector
 from layers.text_vectorizer import TextVectorizer
-from models.base import ModelConfig, RetrievalModel
+from models.base import FittedModel, ModelConfig
 from models.fisher_vectors import cca, mixtures
 
 # Sentence encodings and the mixtures they need (Table 1's rows).
@@ -130,10 +130,8 @@ def fv_vocabulary(config, train_captions, word_vectors=None):
     return Vocabulary(["<pad>", "<unk>", *keep])
 
 
-class FisherVectorModel(RetrievalModel):
+class FisherVectorModel(FittedModel):
     """Sentence encoding + CCA, fitted by `fit_split`."""
-
-    fits_without_gradients = True
 
     def __init__(self, config, vocabulary, image_dim, **kwargs):
         super().__init__(**kwargs)
@@ -176,9 +174,6 @@ class FisherVectorModel(RetrievalModel):
 
     def pair_similarity(self, image_encodings, text_encodings):
         return self.similarity_layer.pairs(image_encodings, text_encodings)
-
-    def pair_loss(self, image_encodings, text_encodings, image_index):
-        raise TypeError("Fisher-vector models are fitted in closed form (fit_split), not by gradients")
 
     def set_word_vectors(self, vectors, seed):
         from data import word_vectors  # gensim is slow to import; only here.

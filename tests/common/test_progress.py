@@ -62,7 +62,7 @@ def test_training_shows_each_epochs_pairs_per_second_loss_and_eta(terminal, tmp_
     argv = ["--model", "gru", "--preset", "quick", "--model-dir", str(tmp_path / "run"), *TINY,
             "--set", "train.max_train_images=64", "--set", "train.validate_every=0"] + (["--quiet"] if quiet else [])
     stream = terminal()
-    assert train.main(argv) == 0
+    assert train.main(argv, export=False) == 0
     text = stream.getvalue()
     epochs = bar_lines(text, "epoch ")
     if quiet:

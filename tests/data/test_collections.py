@@ -23,12 +23,14 @@ from tests.helpers import EMBEDDED_DATA, evaluated_metrics
 TINY = [
     "--model", "w2vv-bow", "--preset", "quick",
     "--set", "train.epochs=1", "--set", "train.max_train_images=300", "--set", "model.hidden_units=[64]",
+    "--set", "train.validate_max_images=100",
 ]
 
 
-def train_tiny(data, model_dir, *extra):
-    """Trains the tiny w2vv-bow on `data`; returns (model_dir, results.json)."""
-    assert train.main([*TINY, "--data", str(data), "--model-dir", str(model_dir), *extra]) == 0
+def train_tiny(data, model_dir, *extra, export=True):
+    """Trains the tiny w2vv-bow on `data` (and exports it unless `export`
+    is false); returns (model_dir, results.json)."""
+    assert train.main([*TINY, "--data", str(data), "--model-dir", str(model_dir), *extra], export=export) == 0
     return model_dir, json.loads((model_dir / "results.json").read_text())
 
 
@@ -266,7 +268,7 @@ def pseudo_clip_run(tmp_path_factory):
         captions = [(items[i], c) for i, c in zip(data.caption_image, data.captions) if i < n]
         collections.write_collection(root, split, "ims", frame_ids, frame_rows, captions)
         clips[split] = (images + train_images[neighbours]) / 2
-    model_dir, results = train_tiny(root, root / "run")
+    model_dir, results = train_tiny(root, root / "run", export=False)
     return root, clips, results
 
 
@@ -359,7 +361,7 @@ def test_collections_with_their_own_names_train_and_evaluate(tmp_path):
         captions = [(items[i], c) for i, c in zip(data.caption_image, data.captions) if i < n]
         collections.write_collection(tmp_path, names[split], "ims", items, data.images[:n], captions)
     model_dir, results = train_tiny(
-        tmp_path, tmp_path / "run", *[f"--set=data.{split}_split={name}" for split, name in names.items()]
+        tmp_path, tmp_path / "run", *[f"--set=data.{split}_split={name}" for split, name in names.items()], export=False
     )
     out = tmp_path / "metrics.json"
     assert evaluate.main(["--model-dir", str(model_dir), "--json", str(out)]) == 0

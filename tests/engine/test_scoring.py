@@ -113,7 +113,7 @@ def known_w2vv():
 def known_scorer(request, tmp_path_factory):
     model = known_w2vv()
     if request.param == "checkpoint":
-        return scoring.CheckpointScorer(model, image_dim=3)
+        return scoring.CheckpointScorer(model)
     path = tmp_path_factory.mktemp("known") / "saved_model"
     export.export_saved_model(model, 3, path)
     return scoring.SavedModelScorer(path)

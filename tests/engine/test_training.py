@@ -27,8 +27,9 @@ SCRIPTED_RSUM = [10.0, 12.0, 11.0, 13.0, 14.0]
 
 @pytest.fixture(scope="module")
 def scripted_run(tmp_path_factory):
-    """One scripted run for the tests below: (events, model_dir, the
-    "train" logger's messages)."""
+    """One scripted run for the tests below, its training only (no test
+    evaluation, no export): (events, model_dir, the "train" logger's
+    messages)."""
     events, messages = [], []
 
     def validate_metrics(loop):
@@ -58,7 +59,7 @@ def scripted_run(tmp_path_factory):
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
         try:
-            assert train.main(argv) == 0
+            assert train.main(argv, evaluate_test=False, export=False) == 0
         finally:
             logger.removeHandler(handler)
             logger.setLevel(level)
