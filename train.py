@@ -141,7 +141,7 @@ def _export_only(model_dir, version=None, features_dir=None):
                              f"{Path(model_dir) / 'config.json'}")
         recorded = given
     path = Path(model_dir) / training.SAVED_MODEL_DIR
-    path = export_saved_model(model, config.image_dim, path / str(version) if version else path,
+    path = export_saved_model(model, path / str(version) if version else path,
                               config.data.image_features, recorded)
     print(f"SavedModel: {path}")
     if recorded is None:

@@ -89,8 +89,8 @@ class ServingModule(tf.Module):
     """The functions a SavedModel of the zoo offers, around a trained model.
 
     Args:
-      model: a `RetrievalModel`.
-      image_dim: F, the width of the image features it reads.
+      model: a `RetrievalModel`, reading `model.image_dim`-wide image
+        features.
       image_features: their kind (`DataConfig.image_features`).
       image_provenance: how they were made (`data.provenance`), or None.
       image_extractor: a `data.feature_extractor.FeatureExtractor` that makes
@@ -98,14 +98,14 @@ class ServingModule(tf.Module):
         signatures.
     """
 
-    def __init__(self, model, image_dim, image_features="ims", image_provenance=None, image_extractor=None):
+    def __init__(self, model, image_features="ims", image_provenance=None, image_extractor=None):
         super().__init__()
         self.model = model
         # The kind of image features the model reads (`DataConfig.image_features`).
         self.image_features = tf.Variable(image_features, trainable=False, name="image_features")
         self.image_provenance = tf.Variable(json.dumps(image_provenance, sort_keys=True) if image_provenance else "",
                                             trainable=False, name="image_provenance")
-        image_spec = tf.TensorSpec([None, image_dim], tf.float32, name="image_features")
+        image_spec = tf.TensorSpec([None, model.image_dim], tf.float32, name="image_features")
         text_spec = tf.TensorSpec([None], tf.string, name="text")
         # Every variable of the model, tracked by the module itself: Keras'
         # GRU with dropout holds a seed-generator variable that the object
@@ -114,7 +114,7 @@ class ServingModule(tf.Module):
         # Whether encodings of one side can be compared with each other
         # (`RetrievalModel.joint_space` of the model `encode_*` serve).
         self.joint_space = tf.Variable(self._encoder().joint_space, trainable=False, name="joint_space")
-        image_encoding = self._encode_image(tf.zeros([1, image_dim]))
+        image_encoding = self._encode_image(tf.zeros([1, model.image_dim]))
         text_encoding = self._encode_text(tf.constant(["a"]))
         self.encode_text = tf.function(self._encode_text, input_signature=[text_spec])
         self.encode_image = tf.function(self._encode_image, input_signature=[image_spec])
@@ -172,12 +172,12 @@ class TwoStageServingModule(ServingModule):
     `extract_image_features`. Args as `ServingModule`'s; `model.stages()`
     gives the stages."""
 
-    def __init__(self, model, image_dim, image_features="ims", image_provenance=None, image_extractor=None):
-        super().__init__(model, image_dim, image_features, image_provenance, image_extractor)
+    def __init__(self, model, image_features="ims", image_provenance=None, image_extractor=None):
+        super().__init__(model, image_features, image_provenance, image_extractor)
         # The length of each image's list in `score` (`RetrievalModel.rerank_k`).
         self.rerank_k = tf.Variable(model.rerank_k, dtype=tf.int32, trainable=False, name="rerank_k")
-        image_spec = tf.TensorSpec([None, image_dim], tf.float32, name="image_features")
-        image_encoding = self._rerank_encode_image(tf.zeros([1, image_dim]))
+        image_spec = tf.TensorSpec([None, model.image_dim], tf.float32, name="image_features")
+        image_encoding = self._rerank_encode_image(tf.zeros([1, model.image_dim]))
         text_encoding = self._rerank_encode_text(tf.constant(["a"]))
         self.rerank_encode_text = tf.function(self._rerank_encode_text,
                                               input_signature=[tf.TensorSpec([None], tf.string, name="text")])
@@ -247,12 +247,12 @@ class _RenameNotice(logging.Filter):
         return "with unsupported characters which will be renamed" not in record.getMessage()
 
 
-def export_saved_model(model, image_dim, path, image_features="ims", image_provenance=None):
+def export_saved_model(model, path, image_features="ims", image_provenance=None):
     """Writes a SavedModel to `path`, replacing any previous one only once
     the new one is complete (an interrupted export leaves the old intact).
 
     Args:
-      model, image_dim: the trained model and its image feature width.
+      model: the trained model (reading `model.image_dim`-wide features).
       path: the SavedModel directory (its parent is made if missing, for
         TF Serving's `<model>/<version>/` layout).
       image_features: the features it reads (`DataConfig.image_features`),
@@ -270,11 +270,11 @@ def export_saved_model(model, image_dim, path, image_features="ims", image_prove
             logging.getLogger("export").warning(
                 "%s: takes image features only: the recorded backbone %s of its %s features is not one the zoo "
                 "rebuilds (a TF Hub module needs its directory)", path, image_provenance["backbone"], image_features)
-        elif extractor.dim != image_dim:
+        elif extractor.dim != model.image_dim:
             raise InputError(f"{path}: the recorded backbone {image_provenance['backbone']} makes "
-                             f"{extractor.dim}-d features, the model reads {image_dim}-d ones")
+                             f"{extractor.dim}-d features, the model reads {model.image_dim}-d ones")
     module = (ServingModule if model.rerank_k is None else TwoStageServingModule)(
-        model, image_dim, image_features, image_provenance, extractor)
+        model, image_features, image_provenance, extractor)
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     notice = _RenameNotice()

@@ -245,8 +245,7 @@ class Trainer:
             if results is not None:
                 write_json_atomically(self.model_dir / "results.json", results.to_json())
             if export:
-                export_saved_model(model, model.image_dim, self.model_dir / SAVED_MODEL_DIR, cfg.data.image_features,
-                                   cfg.image_provenance)
+                export_saved_model(model, self.model_dir / SAVED_MODEL_DIR, cfg.data.image_features, cfg.image_provenance)
         return results
 
     def _plan(self, work):

@@ -181,7 +181,7 @@ def test_a_backbone_the_zoo_cannot_rebuild_gives_an_export_of_image_features_wit
 
     config, model = restore_model(trained)
     remote = provenance.describe("tfhub:https://tfhub.dev/google/x/feature_vector/2", "imagenet", 10, stages=False)
-    path = export_saved_model(model, config.image_dim, tmp_path / "export", "ims", remote)
+    path = export_saved_model(model, tmp_path / "export", "ims", remote)
     assert any("takes image features only" in record.getMessage() for record in caplog.records)
     loaded = tf.saved_model.load(str(path))
     assert "encode_image_bytes" not in loaded.signatures

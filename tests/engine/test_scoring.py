@@ -115,7 +115,7 @@ def known_scorer(request, tmp_path_factory):
     if request.param == "checkpoint":
         return scoring.CheckpointScorer(model)
     path = tmp_path_factory.mktemp("known") / "saved_model"
-    export.export_saved_model(model, 3, path)
+    export.export_saved_model(model, path)
     return scoring.SavedModelScorer(path)
 
 

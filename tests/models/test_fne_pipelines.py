@@ -53,7 +53,7 @@ def test_export_scores_with_the_variants_own_similarity(name, tmp_path):
     model = tiny(name)
     features = RNG.uniform(0, 2, size=(3, 12)).astype(np.float32)
     captions = ["a dog runs on the grass .", "the dog", "grass"]
-    export_saved_model(model, 12, tmp_path / "export")
+    export_saved_model(model, tmp_path / "export")
     loaded = tf.saved_model.load(str(tmp_path / "export"))
     images = loaded.encode_image(features).numpy()
     texts = loaded.encode_text(tf.constant(captions)).numpy()
@@ -81,7 +81,7 @@ def test_fne_input_uses_training_statistics_inside_the_export(tmp_path):
     training_features = RNG.normal(loc=4, scale=3, size=(40, 12)).astype(np.float32)
     model.adapt(training_features)
     np.testing.assert_allclose(model.image_input.mean, training_features.mean(axis=0), rtol=1e-5)
-    export_saved_model(model, 12, tmp_path / "export")
+    export_saved_model(model, tmp_path / "export")
     loaded = tf.saved_model.load(str(tmp_path / "export"))
     raw = training_features[:5]
     np.testing.assert_allclose(loaded.encode_image(raw), model.encode_image(raw), atol=1e-6)

@@ -98,7 +98,7 @@ def rerank_export(trained_rerank, tmp_path_factory):
     the tiny run chose on dev may list all 50 captions below) taking images
     too (its features are the embedded ones: their provenance)."""
     config, model = restore_model(trained_rerank, ["model.k=10"])
-    at_10 = export_saved_model(model, config.image_dim, tmp_path_factory.mktemp("rerank-export") / "saved_model",
+    at_10 = export_saved_model(model, tmp_path_factory.mktemp("rerank-export") / "saved_model",
                                config.data.image_features, provenance.read(EMBEDDED_DATA))
     return {"written": trained_rerank / "saved_model", "k=10": at_10}
 
