@@ -171,3 +171,27 @@ def test_the_exports_image_signatures_run_the_backbone_once_for_both_stages(rera
     expected = loaded.score(features, texts).numpy()
     np.testing.assert_allclose(loaded.score_images(jpegs(), texts).numpy(), expected, rtol=2e-3,
                                atol=2e-3 * np.abs(expected).max())
+
+
+def test_stages_reading_different_features_export_each_its_own_columns(trained, trained_fne, tmp_path, k=5):
+    """`gru` on `ims` proposes, the FNE `poe` on `stages` re-ranks: the export reads both side by side and gives
+    each stage its columns; its score of an image and 20 captions is the NumPy re-ranking of the stages' own exports'
+    scores."""
+    model_dir = tmp_path / "gru-poe-fne"
+    assert train.main(["--model", "rerank", "--model-dir", str(model_dir), "--set", f"model.members={trained},{trained_fne}",
+                       "--set", f"model.k={k}", "--set", "train.validate_max_images=50"]) == 0
+    two_stages = tf.saved_model.load(str(model_dir / "saved_model"))
+    assert two_stages.image_features.numpy() == b"ims+stages"
+    ims, stages = (np.load(EMBEDDED_DATA / f"test_{kind}.npy")[:1].astype(np.float32) for kind in ("ims", "stages"))
+    texts = tf.constant((EMBEDDED_DATA / "test_caps.txt").read_text().splitlines()[:20])
+    first_stage, second_stage = (tf.saved_model.load(str(run / "saved_model")) for run in (trained, trained_fne))
+    first = first_stage.score(ims, texts).numpy()[0]
+    order = np.argsort(-first, kind="stable")
+    assert np.diff(np.sort(first)).min() > 1e-6
+    second = second_stage.score(stages, tf.gather(texts, order[:k])).numpy()[0]
+    expected = np.empty(20)
+    expected[order[:k]] = second
+    expected[order[k:]] = second.min() - 1.0 - np.arange(20 - k)
+    got = two_stages.score(np.concatenate([ims, stages], axis=1), texts).numpy()[0]
+    # Listed pairs through poe's pair similarity, its export's through the matrix: float32 rounding apart.
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
