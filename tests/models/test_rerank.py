@@ -177,9 +177,20 @@ def test_stages_reading_different_features_export_each_its_own_columns(trained, 
     """`gru` on `ims` proposes, the FNE `poe` on `stages` re-ranks: the export reads both side by side and gives
     each stage its columns; its score of an image and 20 captions is the NumPy re-ranking of the stages' own exports'
     scores."""
+    # The embedded data with a test split of 20 images and no provenance: the run's test and export stay cheap.
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, kind in ((split, kind) for split in ("train", "dev") for kind in ("ims.npy", "stages.npy", "caps.txt",
+                                                                             "ids.txt")):
+        (data / f"{split}_{kind}").symlink_to(EMBEDDED_DATA / f"{split}_{kind}")
+    for kind in ("ims", "stages"):
+        np.save(data / f"test_{kind}.npy", np.load(EMBEDDED_DATA / f"test_{kind}.npy")[:20])
+    for kind, lines in (("caps.txt", 100), ("ids.txt", 20)):
+        (data / f"test_{kind}").write_text("\n".join((EMBEDDED_DATA / f"test_{kind}").read_text().splitlines()[:lines]))
     model_dir = tmp_path / "gru-poe-fne"
-    assert train.main(["--model", "rerank", "--model-dir", str(model_dir), "--set", f"model.members={trained},{trained_fne}",
-                       "--set", f"model.k={k}", "--set", "train.validate_max_images=50"]) == 0
+    assert train.main(["--model", "rerank", "--model-dir", str(model_dir), "--data", str(data),
+                       "--set", f"model.members={trained},{trained_fne}", "--set", f"model.k={k}",
+                       "--set", "train.validate_max_images=50"]) == 0
     two_stages = tf.saved_model.load(str(model_dir / "saved_model"))
     assert two_stages.image_features.numpy() == b"ims+stages"
     ims, stages = (np.load(EMBEDDED_DATA / f"test_{kind}.npy")[:1].astype(np.float32) for kind in ("ims", "stages"))
