@@ -94,3 +94,18 @@ def test_lists_of_every_candidate_give_exactly_the_second_stage_metrics(extra):
     result = reranking.two_stage_metrics(first, second, caption_image, 40 + extra)
     assert {name: result[name] for name in metrics.METRIC_NAMES} == metrics.retrieval_metrics(second, caption_image)
     assert result["i2t_list_recall"] == result["t2i_list_recall"] == 100.0
+
+
+def test_the_served_ranking_keeps_the_listed_scores_and_puts_the_tail_below_them_in_order():
+    # Candidates 0..3; the first stage ranks 2, 0, 3, 1; lists of 2 hold 2 and 0.
+    order = np.array([[2, 0, 3, 1], [2, 0, 3, 1]])
+    second = np.array([[0.5, 0.9], [0.7, 0.7]])
+    ranking, scores = reranking.two_stage_ranking(order, second)
+    # Row 0: 0 (0.9) above 2 (0.5), then 3 and 1 at 0.5 - 1 - j.
+    assert ranking[0].tolist() == [0, 2, 3, 1]
+    np.testing.assert_allclose(scores[0], [0.9, 0.5, -0.5, -1.5])
+    # Row 1: a tie, ordered as common.metrics orders equal scores (argsort(...)[::-1] on the list in candidate
+    # order: the higher candidate first), then the tail below the tie.
+    assert ranking[1].tolist() == [2, 0, 3, 1]
+    np.testing.assert_allclose(scores[1], [0.7, 0.7, -0.3, -1.3])
+    np.testing.assert_allclose(reranking.tail_scores(second, 3), [[-0.5, -1.5, -2.5], [-0.3, -1.3, -2.3]])
