@@ -18,7 +18,7 @@ from engine.scoring import CheckpointScorer, SavedModelScorer
 from models.base import RetrievalModel
 from models.restore import restore_model
 from tests.engine.test_export import embedded_features, jpegs
-from tests.helpers import EMBEDDED_DATA
+from tests.helpers import EMBEDDED_DATA, EMBEDDED_IMAGES
 
 
 @pytest.fixture(scope="module")
@@ -206,3 +206,24 @@ def test_stages_reading_different_features_export_each_its_own_columns(trained, 
     got = two_stages.score(np.concatenate([ims, stages], axis=1), texts).numpy()[0]
     # Listed pairs through poe's pair similarity, its export's through the matrix: float32 rounding apart.
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_search_of_the_sample_images_gives_the_second_stages_top_3(rerank_export, trained_mcnn_ens, tmp_path):
+    """The export at k = 10 indexes the 8 embedded sample JPEGs (their lists hold them all); each of their captions
+    finds the top 3 that the m-CNN ensemble's own export gives the stored features of those images."""
+    from search import Index
+
+    index = Index.build(rerank_export["k=10"], tmp_path / "samples.index", images=EMBEDDED_IMAGES)
+    ids = (EMBEDDED_DATA / "test_ids.txt").read_text().split()[:8]
+    captions = (EMBEDDED_DATA / "test_caps.txt").read_text().splitlines()[:40]
+    second_stage = tf.saved_model.load(str(trained_mcnn_ens / "saved_model"))
+    alone = second_stage.score(np.load(EMBEDDED_DATA / "test_ims.npy")[:8].astype(np.float32),
+                               tf.constant(captions)).numpy().T  # [captions, images]
+    # JPEG-made features differ from the stored float16 ones by about 2e-4 (relative): compared where the second
+    # stage's 4 best are further apart than that could move them.
+    best = np.sort(alone, axis=1)[:, ::-1][:, :4]
+    clear = np.flatnonzero(np.diff(best, axis=1).min(axis=1) < -1e-2 * np.abs(best).max())
+    assert len(clear) >= 10
+    results = index.search([captions[c] for c in clear], k=3)
+    assert [[hit.id for hit in hits] for hits in results] == [[ids[j] for j in np.argsort(-alone[c])[:3]]
+                                                              for c in clear]
