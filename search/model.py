@@ -78,9 +78,7 @@ class SearchModel:
         images = tf.constant(images, tf.string)
         if self.rerank_k is None:
             return self.loaded.encode_image_bytes(images).numpy()
-        features = self.loaded.extract_image_features(images)
-        return np.concatenate([self.loaded.encode_image(features).numpy(),
-                               self.loaded.rerank_encode_image(features).numpy()], axis=1)
+        return self.scorer.encode_image_batch(self.loaded.extract_image_features(images)).numpy()
 
     def similarity(self, image_encodings, text_encodings):
         """The export's `similarity` (a two-stage export's: its first stage's)."""
