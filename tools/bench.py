@@ -7,6 +7,7 @@ checks of a run.
     python -m tools.bench --model rcn --model rcn-gru --preset quick
     python -m tools.bench --model mcnn-ens --preset paper --eval-only --set model.members=WD,PHS,PHL,ST
     python -m tools.bench --model ensemble --eval-only --eval-images 5000 --set model.members=RUN1,RUN2,...
+    python -m tools.bench --model rerank --eval-only --eval-images 5000 --set model.members=FIRST,SECOND --set model.k=20
     python -m tools.bench --hardware
 
 `--hardware` prints whether this machine's CPU (and GPU, by its compute
@@ -20,7 +21,11 @@ with `--set runtime.mixed_precision=bf16` (or `=fp16`).
 every training word in its vocabulary (the cost of scoring does not depend on
 the weights), to time a size that has not been trained. An ensemble
 (`ensemble`, `mcnn-ens`) is built from its members' run directories
-(`model.members`), with untrained weights.
+(`model.members`), with untrained weights; so is a two-stage model
+(`rerank`), which then needs its list length (`--set model.k=K`: no dev
+choice is made) and is timed in two stages, the first stage's matrix and
+the second stage on the k listed pairs of each query (`rerank_k` in the
+report).
 
 `--eval-images N` times the evaluation on N images and their captions: the
 split's images repeated (and cut) to N, each with its captions, e.g. 5000
@@ -103,7 +108,7 @@ import time
 import numpy as np
 
 from common import machine, records
-from common.errors import count, run_command
+from common.errors import InputError, count, run_command
 from data import splits
 from tools import hardware
 from tools.timing import add_experiment_arguments, peak_rss_mb, time_training, untrained_model
@@ -356,11 +361,15 @@ def measure(model_name, args):
         split = repeated_split(split, args.eval_images)
     scorer = scoring.CheckpointScorer(model)
     scorer.encode_texts(split.captions[:8])  # trace once, outside the timing
+    two_stage = scorer.two_stage
+    if two_stage is not None and two_stage.k < 1:
+        raise InputError(f"--model {model_name}: an untrained two-stage model has no list length chosen on dev; "
+                         "give it one, e.g. --set model.k=20")
     load_before = machine.load_average()
     start = time.perf_counter()
     evaluation.evaluate_encodings(
         scorer.similarity, scorer.encode_images(split.images), scorer.encode_texts(split.captions), split.caption_image,
-        sentence_similarity=scorer.joint_space,
+        sentence_similarity=scorer.joint_space, two_stage=two_stage,
     )
     eval_seconds = time.perf_counter() - start
 
@@ -372,6 +381,7 @@ def measure(model_name, args):
         "eval_captions": len(split.captions),
         "eval_seconds": round(eval_seconds, 2),
         "peak_rss_mb": peak_rss_mb(),
+        **({"rerank_k": two_stage.k} if two_stage is not None else {}),
     }
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from common import machine
+from common.errors import InputError
 from data.readers import RetrievalSplit
 from tools import bench, timing
 
@@ -195,3 +196,32 @@ def test_every_numeric_argument_of_the_benchmarks_is_range_checked(capsys):
             parse(argv)
         assert exit_.value.code == 2
         assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f"argument {message}"), argv
+
+
+def test_bench_times_a_two_stage_model_on_its_listed_pairs(trained, trained_mcnn_ens, monkeypatch):
+    # 20 images and their 100 captions, lists of k = 5: the second stage scores (20 + 100) x 5 = 600
+    # pairs, not the 2,000 of the whole matrix.
+    import dataclasses
+
+    from engine import evaluation
+
+    scored = []
+    original = evaluation.rank_two_stage
+
+    def counting(two_stage, *arguments):
+        pairs = two_stage.score_pairs
+        return original(dataclasses.replace(two_stage, score_pairs=lambda i, t: scored.append(len(i)) or pairs(i, t)), *arguments)
+
+    monkeypatch.setattr(evaluation, "rank_two_stage", counting)
+    args = bench.parse_args(["--model", "rerank", "--eval-only", "--eval-images", "20",
+                             "--set", f"model.members={trained},{trained_mcnn_ens}", "--set", "model.k=5"])
+    report = bench.measure("rerank", args)
+    assert (report["eval_images"], report["eval_captions"], report["rerank_k"]) == (20, 100, 5)
+    assert sum(scored) == 600
+
+
+def test_bench_asks_an_untrained_two_stage_model_for_its_list_length(trained, trained_mcnn_ens):
+    args = bench.parse_args(["--model", "rerank", "--eval-only", "--eval-images", "20",
+                             "--set", f"model.members={trained},{trained_mcnn_ens}"])
+    with pytest.raises(InputError, match="no list length chosen on dev; give it one, e.g. --set model.k=20"):
+        bench.measure("rerank", args)
