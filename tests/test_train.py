@@ -48,6 +48,15 @@ def test_training_writes_config_vocab_checkpoints_logs_results_and_export(traine
     assert list((trained / "logs" / "train").iterdir()) and list((trained / "logs" / "dev").iterdir())
 
 
+def test_a_run_whose_finish_is_left_out_holds_its_checkpoints_and_time_only(trained_mcnn_members):
+    # The m-CNN members other than st are trained with train.main(argv, evaluate_test=False, export=False).
+    for variant, run in trained_mcnn_members.items():
+        finished = variant == "st"
+        assert (run / "results.json").exists() == finished and (run / "saved_model").exists() == finished, variant
+        for name in ("config.json", "vocab.json", "best/checkpoint", "checkpoints/checkpoint", "time_spent.json"):
+            assert (run / name).exists(), (variant, name)
+
+
 def test_tensorboard_logs_hold_loss_learning_rate_metrics_and_hparams(trained):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -91,31 +100,50 @@ def test_gradient_norms_and_model_diagnostics_are_in_tensorboard(run, request):
         assert all(d > 0 for d in values[prefix + "eq9_min_abs_denominator"])
 
 
-@pytest.mark.parametrize(
-    "run", ["trained", "trained_rcn", "trained_w2vv", "trained_mcnn_st", "trained_mcnn_ens", "trained_fv", "trained_ensemble"]
-)
-def test_saved_model_matches_keras_model_in_a_fresh_process(run, request, tmp_path):
-    from models.restore import restore_model
+EXPORTED_RUNS = ["trained", "trained_rcn", "trained_w2vv", "trained_mcnn_st", "trained_mcnn_ens", "trained_fv",
+                 "trained_ensemble"]
+FRESH_CAPTIONS = ["A dog runs through the grass .", "two children play on a beach"]
 
-    trained = request.getfixturevalue(run)
-    config, model = restore_model(trained)
-    captions = ["A dog runs through the grass .", "two children play on a beach"]
-    features = np.random.default_rng(0).uniform(0, 2, size=(3, config.image_dim)).astype(np.float32)
-    np.save(tmp_path / "features.npy", features)
+
+@pytest.fixture(scope="module")
+def fresh_process_outputs(request, tmp_path_factory):
+    """{run: (features, what its SavedModel gave in a fresh process)} for
+    every run of EXPORTED_RUNS: its encodings and scores of 3 random
+    feature rows and FRESH_CAPTIONS, and its signatures. One process loads
+    them all (starting one costs seconds)."""
+    folder = tmp_path_factory.mktemp("fresh")
+    runs = {}
+    for run in EXPORTED_RUNS:
+        model_dir = request.getfixturevalue(run)
+        image_dim = json.loads((model_dir / "config.json").read_text())["image_dim"]
+        features = np.random.default_rng(0).uniform(0, 2, size=(3, image_dim)).astype(np.float32)
+        np.save(folder / f"{run}.npy", features)
+        runs[run] = (str(model_dir / "saved_model"), str(folder / f"{run}.npy"))
     script = f"""
 import json, numpy as np, tensorflow as tf
-loaded = tf.saved_model.load({str(trained / 'saved_model')!r})
-features = np.load({str(tmp_path / 'features.npy')!r})
-texts = tf.constant({captions!r})
-out = {{"text": loaded.encode_text(texts).numpy().tolist(),
-       "image": loaded.encode_image(features).numpy().tolist(),
-       "score": loaded.score(features, texts).numpy().tolist(),
-       "signatures": sorted(loaded.signatures)}}
+out = {{}}
+texts = tf.constant({FRESH_CAPTIONS!r})
+for run, (export, features) in {runs!r}.items():
+    loaded = tf.saved_model.load(export)
+    features = np.load(features)
+    out[run] = {{"text": loaded.encode_text(texts).numpy().tolist(),
+                "image": loaded.encode_image(features).numpy().tolist(),
+                "score": loaded.score(features, texts).numpy().tolist(),
+                "signatures": sorted(loaded.signatures)}}
 print(json.dumps(out))
 """
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, check=True)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=folder, check=True)
     out = json.loads(result.stdout.strip().splitlines()[-1])
-    text = model.encode_text(model.vectorizer(np.array(captions, dtype=object)))
+    return {run: (np.load(runs[run][1]), out[run]) for run in EXPORTED_RUNS}
+
+
+@pytest.mark.parametrize("run", EXPORTED_RUNS)
+def test_saved_model_matches_keras_model_in_a_fresh_process(run, request, fresh_process_outputs):
+    from models.restore import restore_model
+
+    config, model = restore_model(request.getfixturevalue(run))
+    features, out = fresh_process_outputs[run]
+    text = model.encode_text(model.vectorizer(np.array(FRESH_CAPTIONS, dtype=object)))
     image = model.encode_image(features)
     np.testing.assert_allclose(out["text"], text, atol=1e-5)
     np.testing.assert_allclose(out["image"], image, atol=1e-5)
