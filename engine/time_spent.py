@@ -1,12 +1,15 @@
 """The time a training run has spent, over every process that trained it.
 
 A paper-length run on a CPU is stopped and resumed, perhaps several
-times; each process that trains it is a piece. Each piece's wall time,
-CPU time (user + system, all threads), cores, 1-minute load average at its
-start and at its latest write, and peak memory are kept in the model
+times; each process that trains it is a piece. Each piece's command line,
+wall time, CPU time (user + system, all threads), cores, 1-minute load
+average at its start and at its latest write, and peak memory are kept in
+the model
 directory's `time_spent.json`, rewritten (atomically) at every log line and
 checkpoint, so a piece killed without warning loses at most the time since
-its last log line. results.json reports the sum over the pieces.
+its last log line. results.json reports the sum over the pieces, and the
+command that started the run (its first piece's; a resumed piece's
+`--resume` line is not how the run was made).
 """
 
 import json
@@ -32,10 +35,12 @@ class TimeSpent:
       model_dir: the run's directory.
       resume: whether this process continues the run (a new run starts
         with no earlier pieces).
+      command: this process's command line (None: not recorded).
     """
 
-    def __init__(self, model_dir, resume):
+    def __init__(self, model_dir, resume, command=None):
         self.path = Path(model_dir) / FILE
+        self.command = command
         self.earlier = _read_pieces(self.path) if resume else []
         if resume and not self.path.exists():
             log.warning("%s: absent (a run started before runs recorded it): the time of the earlier pieces is not "
@@ -47,6 +52,7 @@ class TimeSpent:
         """This process's piece so far."""
         usage = resource.getrusage(resource.RUSAGE_SELF)
         return {
+            "command": self.command,
             "wall_seconds": round(time.monotonic() - self.start, 1),
             "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
             "cores": machine.cores(),
@@ -59,11 +65,14 @@ class TimeSpent:
         write_json_atomically(self.path, json.dumps({"pieces": [*self.earlier, self.piece()]}, indent=2) + "\n")
 
     def totals(self):
-        """results.json's time fields: wall and CPU time summed over the
-        pieces, this process's cores, the load at the first piece's start
-        and now, the largest peak memory and the number of pieces."""
+        """results.json's command and time fields: the command of the
+        first piece (this process's when an earlier piece recorded none),
+        wall and CPU time summed over the pieces, this process's cores, the
+        load at the first piece's start and now, the largest peak memory
+        and the number of pieces."""
         pieces = [*self.earlier, self.piece()]
         return {
+            "command": pieces[0].get("command") or self.command,
             "wall_seconds": round(sum(piece["wall_seconds"] for piece in pieces), 1),
             "cpu_seconds": round(sum(piece["cpu_seconds"] for piece in pieces), 1),
             "cores": pieces[-1]["cores"],

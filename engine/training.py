@@ -133,7 +133,7 @@ class Trainer:
         the newest intact checkpoint when resuming) and writes config.json
         and vocab.json; returns the `PreparedRun`."""
         self._check_model_dir()
-        time_spent = TimeSpent(self.model_dir, self.resume)
+        time_spent = TimeSpent(self.model_dir, self.resume, self.command)
         if not self.resume and self.spec.prepare:
             self.config = self.spec.prepare(self.config)
         train_split, dev_split, test_split = self._load_data()
@@ -237,7 +237,7 @@ class Trainer:
             dev = loop.best_dev_metrics or loop.validate_metrics()
             test = evaluation.evaluate(CheckpointScorer(model), prepared.test_split)
             steps = prepared.steps_per_epoch
-            results = RunResults(dev=dev, test=test, checkpoint=best_checkpoint, fit=fit or {}, command=self.command,
+            results = RunResults(dev=dev, test=test, checkpoint=best_checkpoint, fit=fit or {},
                                  epochs=round(int(loop.state.global_step) / steps, 2) if steps else None,
                                  **prepared.time_spent.totals())
         if self.is_chief:

@@ -168,6 +168,8 @@ def test_existing_run_is_not_overwritten_and_a_finished_run_resumes_to_no_op(tra
     assert results["pieces"] == first["pieces"] + 1 == len(pieces)
     assert results["wall_seconds"] == pytest.approx(sum(piece["wall_seconds"] for piece in pieces), abs=0.1)
     assert results["wall_seconds"] > first["wall_seconds"] and results["epochs"] == first["epochs"]
+    # It is recorded with the command that made it, not the --resume that finished it.
+    assert results["command"] == first["command"] and "--resume" not in results["command"]
 
 
 def test_export_only(trained, caplog):
@@ -305,6 +307,7 @@ def test_sigkill_then_resume_ends_where_an_uninterrupted_run_ends(trained, tmp_p
     resumed = json.loads((model_dir / "results.json").read_text())
     # The killed process's time, up to its last checkpoint, is counted.
     assert resumed["pieces"] == 2 and resumed["wall_seconds"] > killed["wall_seconds"] > 0
+    assert killed["command"] == resumed["command"] and "--preset quick" in resumed["command"]
     for split in ("dev", "test"):
         for name, value in expected[split].items():
             assert resumed[split][name] == pytest.approx(value, abs=1e-6), (split, name)

@@ -34,6 +34,21 @@ def test_a_new_run_counts_only_itself(tmp_path):
     assert totals["pieces"] == 1 and totals["wall_seconds"] < 5
 
 
+def test_a_resumed_run_is_recorded_with_the_command_that_started_it(tmp_path):
+    started = "python train.py --model gru --preset paper --model-dir runs/x"
+    (tmp_path / FILE).write_text(json.dumps({"pieces": [{**EARLIER[0], "command": started}, EARLIER[1]]}))
+    spent = TimeSpent(tmp_path, resume=True, command="python train.py --model-dir runs/x --resume")
+    assert spent.totals()["command"] == started
+    spent.save()
+    assert json.loads((tmp_path / FILE).read_text())["pieces"][2]["command"] == "python train.py --model-dir runs/x --resume"
+
+
+def test_pieces_recorded_without_commands_leave_this_processs(tmp_path):
+    (tmp_path / FILE).write_text(json.dumps({"pieces": EARLIER}))
+    this = "python train.py --model-dir runs/x --resume"
+    assert TimeSpent(tmp_path, resume=True, command=this).totals()["command"] == this
+
+
 @pytest.mark.parametrize("text", ["{", '{"pieces": 3}', '{"pieces": [{"wall_seconds": 1}]}', '{"runs": []}',
                                   '{"pieces": [{"wall_seconds": "1", "cpu_seconds": 1, "peak_memory_bytes": 1, '
                                   '"load_average": [1, 1]}]}'])
