@@ -64,6 +64,9 @@ ARM_ISA_FLAGS = ("sve2", "sve", "asimd")
 # ones too) and, for PyTorch's matrix products, MKL's.
 TENSORFLOW_ISA_CAPS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
 PYTORCH_ISA_CAPS = ("MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+# Every variable that chooses which kernels run (the caps above, and
+# TensorFlow's switch between oneDNN's and Eigen's).
+KERNEL_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "TF_ENABLE_ONEDNN_OPTS")
 
 
 @dataclasses.dataclass(frozen=True)

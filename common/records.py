@@ -28,6 +28,7 @@ import dataclasses
 import datetime
 import importlib.metadata
 import json
+import os
 import platform
 import re
 import shlex
@@ -256,13 +257,17 @@ def add_record_option(parser):
                         help="also write the report(s) as JSON to FILE, with the command, date, machine and versions")
 
 
-def command_line(program, argv=None, option=RECORD_OPTION):
+def command_line(program, argv=None, option=RECORD_OPTION, environ=None):
     """`python -m PROGRAM ARGV...` (`python PROGRAM ARGV...` for a script,
     "evaluate.py") as a shell takes it, without the option that names the
     record file (`option`: --record, or --json for evaluate.py and
     tools.word_order) and its value (argv: the command's arguments, by
-    default this process's)."""
+    default this process's), after the variables of `environ` (default:
+    this process's) that choose which kernels run
+    (`machine.KERNEL_VARIABLES`, e.g. `ONEDNN_MAX_CPU_ISA=AVX2`): a speed
+    measured on capped kernels says so in its command."""
     argv = sys.argv[1:] if argv is None else argv
+    environ = os.environ if environ is None else environ
     kept, words = [], iter(argv)
     for word in words:
         if word == "--":  # what follows is positional
@@ -276,7 +281,8 @@ def command_line(program, argv=None, option=RECORD_OPTION):
             continue
         kept.append(word)
     runner = ["python", program] if program.endswith(".py") else ["python", "-m", program]
-    return shlex.join([*runner, *kept])
+    variables = [f"{name}={environ[name]}" for name in machine.KERNEL_VARIABLES if name in environ]
+    return shlex.join([*variables, *runner, *kept])
 
 
 def utc_now():

@@ -149,7 +149,9 @@ def test_no_page_points_outside_the_repository_to_the_shared_folder(page):
 
 def shell_commands(text):
     """Every command of the page's shell blocks: `\\` continuations joined,
-    comments dropped, split at `;`, `&&`, `||` and `|`, a loop's `do` removed."""
+    comments dropped, split at `;`, `&&`, `||` and `|`, a loop's `do` and
+    the environment assignments before a program (`NAME=value python ...`)
+    removed."""
     commands = []
     for info, lines in _fenced_blocks(text):
         language = info.split()[0] if info else ""
@@ -163,8 +165,11 @@ def shell_commands(text):
             command = []
             for word in [*lexer, ";"]:
                 if word in (";", "&&", "||", "|", "&"):
+                    command = command[1:] if command[:1] == ["do"] else command
+                    while command and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", command[0]):
+                        command = command[1:]
                     if command:
-                        commands.append(command[1:] if command[0] == "do" else command)
+                        commands.append(command)
                     command = []
                 else:
                     command.append(word)
@@ -221,12 +226,13 @@ def test_command_extraction():
     text = "```bash\npython train.py --model a \\\n    --set x.y=1  # comment\n" \
            "for v in a b; do python -m tools.bench --model $v; done\n```\n" \
            "```\npython evaluate.py --model-dir runs/x\n```\n```\n<root>/x\n```\n```python\nprint(1)\n```\n" \
-           "  ```bash\n  pip install x && python -m pytest\n  ```\n"
+           "  ```bash\n  pip install x && python -m pytest\n  ```\n" \
+           "```bash\nONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 python -m tools.bench\n```\n"
     assert shell_commands(text) == [
         ["python", "train.py", "--model", "a", "--set", "x.y=1"],
         ["for", "v", "in", "a", "b"], ["python", "-m", "tools.bench", "--model", "$v"], ["done"],
         ["python", "evaluate.py", "--model-dir", "runs/x"],
-        ["pip", "install", "x"], ["python", "-m", "pytest"]]
+        ["pip", "install", "x"], ["python", "-m", "pytest"], ["python", "-m", "tools.bench"]]
     argv = ["--data", "data/x", "--out", "docs/new.png", "--images", "Flicker8k/",
             "--set", "model.word_vectors=data/v.txt", "--plot=docs/p.png", "README.md", "runs/", "glove.txt"]
     assert _repository_paths(argv) == ["data/x", "data/v.txt", "README.md"]

@@ -28,6 +28,13 @@ def test_the_command_is_quoted_for_a_shell_and_keeps_what_follows_a_double_dash(
         "python -m tools.bench_vsepp '../my clone' --set 'model.name=it'\"'\"'s' -- --record x --record r.json")
 
 
+def test_the_command_names_the_variables_that_chose_its_kernels():
+    environ = {"MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2", "HOME": "/root"}
+    assert records.command_line("tools.bench", ["--model", "gru"], environ=environ) == (
+        "ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 python -m tools.bench --model gru")
+    assert records.command_line("tools.bench", ["--model", "gru"], environ={}) == "python -m tools.bench --model gru"
+
+
 def test_the_record_holds_the_reports_in_the_envelope(tmp_path):
     path = tmp_path / "record.json"
     before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)

@@ -792,7 +792,7 @@ def test_a_record_row_shows_the_measured_time_of_the_runs_it_names(tmp_path):
             for name, wall, cpu, epochs in (("r0", 6000.0, 3600.0, 30), ("r1", 4800.0, 2400.0, 24))}
     block = report.render(tables, {}, runs, "runs", str(tmp_path / "tables.toml"))["cost"]
     assert "| gru | 0.6 h | 90.0 min / 50.0 min (24–30 epochs; mean of 2 runs) |" in block
-    assert "AMD EPYC (avx2)" in block  # the CPU, with the instruction set its reports ran on
+    assert "AMD EPYC, kernels avx2" in block  # the CPU, and the instruction set its reports ran on
     none_yet = report.render(tables, {}, {}, "runs", str(tmp_path / "tables.toml"))["cost"]
     assert "| gru | 0.6 h |  |" in none_yet
 

@@ -221,10 +221,10 @@ def _record_sentence(file, record):
     recorded neither): the CPU with the instruction set its reports ran on
     (their `isa`) when they name one."""
     isas = sorted({report["isa"] for report in record["reports"] if isinstance(report.get("isa"), str)})
-    cpu = " ".join(filter(None, [record["cpu"], f"({'; '.join(isas)})" if isas else None]))
     facts = [record["date"][:16].replace("T", " ") + " UTC" if record["date"] else None,
              counted(record["cores"], "core", spec="g") if record["cores"] is not None else None,
-             cpu,
+             record["cpu"],
+             f"kernels {'; '.join(isas)}" if isas else None,
              f"load {_load(record['load_average'])}" if record["load_average"] else None]
     facts = [fact for fact in facts if fact]
     return f"Recorded in `results/{file}`" + (f": {', '.join(facts)}." if facts else ".")
