@@ -30,7 +30,7 @@ def make_train_step(model, optimizer, strategy, clip_norm=None, jit_compile=Fals
     """A tf.function running one distributed training step (XLA-compiled
     with `jit_compile`).
 
-    Its argument is a distributed batch (see `engine.training`'s `_TrainingLoop._distribute`). It
+    Its argument is a distributed batch (see `engine.training_loop`'s `TrainingLoop._distribute`). It
     returns a dict of scalars: "loss", "grad_norm" (the global norm of the
     gradient before clipping) and "diagnostics", {name: value} of what the
     model's layers published with `common.diagnostics.record` (averaged over the

@@ -42,10 +42,9 @@ import logging
 from pathlib import Path
 
 import keras
-import numpy as np
 import tensorflow as tf
 
-from common import diagnostics, machine, progress
+from common import machine
 from common.errors import InputError, error_reason
 from common.files import write_json_atomically
 from common.records import RunResults
@@ -53,12 +52,12 @@ from common.wording import counted
 from data import pipeline, provenance, splits, word_vectors
 from data.readers import RetrievalSplit
 from data.vocabulary import Vocabulary
-from engine import evaluation, model_dirs, runtime
+from engine import evaluation, model_dirs, runtime, training_loop
 from engine.export import export_saved_model
 from engine.scoring import CheckpointScorer
 from engine.run_pace import RunPace
 from engine.time_spent import TimeSpent
-from engine.train_step import make_optimizer, make_train_step
+from engine.train_step import make_optimizer
 from layers.text_vectorizer import MAX_INPUT_TOKENS
 from models import registry
 from models.base import FittedModel, RetrievalModel
@@ -78,7 +77,7 @@ class PreparedRun:
       train_split, test_split: the `RetrievalSplit`s (dev is the loop's).
       vocabulary: the run's `Vocabulary`.
       model: the built `RetrievalModel` (restored when resuming).
-      loop: the `_TrainingLoop` that trains or fits it, with its state and
+      loop: the `engine.training_loop.TrainingLoop` that trains or fits it, with its state and
         checkpoint managers.
       time_spent: the run's `TimeSpent`.
       steps_per_epoch: set by `Trainer.train` for gradient training (None
@@ -89,7 +88,7 @@ class PreparedRun:
     test_split: RetrievalSplit
     vocabulary: Vocabulary
     model: RetrievalModel
-    loop: "_TrainingLoop"
+    loop: "training_loop.TrainingLoop"
     time_spent: TimeSpent
     steps_per_epoch: int | None = None
 
@@ -159,7 +158,7 @@ class Trainer:
             optimizer = make_optimizer(cfg.train, cfg.runtime.mixed_precision)
             optimizer.build(model.trainable_variables)
         # Plain (not mirrored) variables: the loop reads and sets them eagerly.
-        state = _TrainingState()
+        state = training_loop.TrainingState()
         # The states of the dropout random generators too (not part of the
         # model's checkpoint graph), so a resumed run draws the same masks.
         random_states = [v for v in model.variables if "seed_generator_state" in v.path]
@@ -183,8 +182,8 @@ class Trainer:
                 vocabulary.save(self.model_dir / "vocab.json")
             write_json_atomically(self.model_dir / model_dirs.CONFIG_FILE, cfg.to_json() + "\n")
 
-        writers = _summary_writers(self.model_dir / "logs", self.is_chief)
-        loop = _TrainingLoop(cfg, self.strategy, model, optimizer, state, last, best, dev_split, writers,
+        writers = training_loop.summary_writers(self.model_dir / "logs", self.is_chief)
+        loop = training_loop.TrainingLoop(cfg, self.strategy, model, optimizer, state, last, best, dev_split, writers,
                              time_spent if self.is_chief else None)
         return PreparedRun(train_split, test_split, vocabulary, model, loop, time_spent)
 
@@ -329,265 +328,6 @@ def epochs_at_most(model, train_config):
     return min(epochs, train_config.epochs_in_all) if train_config.epochs_in_all else epochs
 
 
-def _summary_writers(logs, is_chief):
-    """TensorBoard writers of the training and dev scalars (no-op writers
-    on a worker that is not the chief)."""
-    if not is_chief:
-        return tf.summary.create_noop_writer(), tf.summary.create_noop_writer()
-    return tf.summary.create_file_writer(str(logs / "train")), tf.summary.create_file_writer(str(logs / "dev"))
-
-
-class _TrainingState(tf.Module):
-    """The counters a resumed run needs, saved in every checkpoint."""
-
-    def __init__(self):
-        super().__init__()
-        self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self.step_in_epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False)
-        # The best dev value of `train.selection_metric` (all are >= 0).
-        self.best_score = tf.Variable(-1.0, dtype=tf.float64, trainable=False)
-        self.validations_since_best = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self.plateau_reductions = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self.phase = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self.phase_start_epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
-
-
-class _TrainingLoop:
-    """The epoch/step loop of a `Trainer`: trains `model` (or fits it),
-    validates on `dev_split`, keeps the best weights in the `best`
-    checkpoint manager and the training state in `last`.
-
-    Args:
-      config: the `ExperimentConfig`.
-      strategy: the tf.distribute strategy the model was built under.
-      model, optimizer: built, the optimizer's variables created.
-      state: the `_TrainingState` (restored when resuming).
-      last, best: `tf.train.CheckpointManager`s.
-      dev_split: the `RetrievalSplit` of validation.
-      writers: (train, dev) `tf.summary` writers.
-      time_spent: the run's `TimeSpent`, saved at every log line and
-        checkpoint (None: not saved, on a worker that is not the chief).
-    """
-
-    def __init__(self, config, strategy, model, optimizer, state, last, best, dev_split, writers, time_spent):
-        self.cfg = config
-        self.strategy = strategy
-        self.model = model
-        self.optimizer = optimizer
-        self.state = state
-        self.last = last
-        self.best = best
-        self.scorer = CheckpointScorer(model)
-        self.dev_split = dev_split
-        self.train_writer, self.dev_writer = writers
-        self.time_spent = time_spent
-        self.stop = False
-        self.best_dev_metrics = None
-        self.pace = None  # a `RunPace` of the run's steps (gradient training)
-        later_phases = model.num_phases - 1
-        if self.cfg.train.phase_learning_rates and len(self.cfg.train.phase_learning_rates) != later_phases:
-            raise InputError(
-                f"train.phase_learning_rates needs {later_phases} value(s) for model {self.cfg.model_name!r} "
-                f"({model.num_phases} phases), got {list(self.cfg.train.phase_learning_rates)}"
-            )
-        self._enter_phase()
-
-    def train(self, train_data):
-        tc = self.cfg.train
-        self._log_hparams()
-        # Gradient norms and the model's diagnostics, summarised between log
-        # steps (see `diagnostics`).
-        window = diagnostics.WindowSummary()
-        while not self.stop:
-            if self._phase_over():
-                if int(self.state.phase) == self.model.num_phases - 1:
-                    break
-                self._next_phase()
-            epoch = int(self.state.epoch)
-            # The phase's last epoch, at most (early stopping may end it sooner).
-            last_epoch = int(self.state.phase_start_epoch) + tc.epochs
-            if tc.epochs_in_all:
-                last_epoch = min(last_epoch, tc.epochs_in_all)
-            self._set_learning_rate()
-            batches = pipeline.epoch_order(
-                train_data, tc.sampling, tc.batch_size, tc.seed, epoch, tc.bucket_by_length
-            )
-            skip = int(self.state.step_in_epoch)
-            dataset = self._distribute(train_data, batches[skip:])
-            # Pairs of the epoch, so the bar shows pairs/s and the epoch's ETA.
-            bar = progress.bar(total=len(batches) * tc.batch_size, initial=skip * tc.batch_size, unit="pair",
-                               desc=f"epoch {epoch + 1} of {last_epoch}", leave=True)
-            for batch in dataset:
-                result = self.train_step(batch)
-                loss = float(result["loss"])
-                if not np.isfinite(loss):
-                    raise FloatingPointError(f"training loss became {loss} at step {int(self.state.global_step)}")
-                reductions = self.train_step.diagnostic_reductions
-                window.add({"grad_norm": (float(result["grad_norm"]), "mean"),
-                            "grad_norm_max": (float(result["grad_norm"]), "max"),
-                            **{f"diagnostics/{name}": (float(value), reductions[name])
-                               for name, value in result["diagnostics"].items()}})
-                self.state.step_in_epoch.assign_add(1)
-                self.state.global_step.assign_add(1)
-                step = int(self.state.global_step)
-                self.pace.tick(step)
-                bar.update(tc.batch_size)
-                bar.set_postfix(step=step, loss=f"{loss:.4g}", run_left=self.pace.left(step) or "?", refresh=False)
-                if step % tc.log_every == 0:
-                    summary = window.flush()
-                    with self.train_writer.as_default(step=step):
-                        tf.summary.scalar("loss", loss)
-                        tf.summary.scalar("learning_rate", float(self.optimizer.learning_rate))
-                        tf.summary.scalar("phase", int(self.state.phase))
-                        for name, value in summary.items():
-                            tf.summary.scalar(name, value)
-                    self._save_time_spent()
-                    left = self.pace.left(step)
-                    log.info("epoch %d step %d loss %.4f grad norm %.3g (max %.3g since the last line)%s", epoch + 1,
-                             step, loss, summary["grad_norm"], summary["grad_norm_max"],
-                             f"; about {left} of the run left" if left else "")
-                # The epoch counter moves before the end-of-epoch checkpoint,
-                # so a resumed run starts the next epoch.
-                epoch_done = int(self.state.step_in_epoch) == len(batches)
-                if epoch_done:
-                    self.state.epoch.assign_add(1)
-                    self.state.step_in_epoch.assign(0)
-                if epoch_done:
-                    bar.close()
-                if epoch_done or (tc.validate_every and step % tc.validate_every == 0):
-                    self._validate_and_save()
-                    if self.stop or self._phase_over():
-                        break
-            bar.close()
-
-    def fit_split(self, train_split):
-        """Fits a model that is not trained by gradients, then validates
-        and checkpoints it once; returns what the fit chose."""
-        self._log_hparams()
-        fit = self.model.fit_split(train_split, self.dev_split, self.train_writer, self.cfg.train.seed)
-        log.info("fit: %s", ", ".join(f"{name} {value:.4g}" if isinstance(value, float) else f"{name} {value}"
-                                      for name, value in fit.items()))
-        self._validate_and_save()
-        return fit
-
-    def _phase_over(self):
-        """Whether the current phase has used its epochs, or (a phase before
-        the last) its patience."""
-        tc = self.cfg.train
-        state = self.state
-        if int(state.epoch) >= int(state.phase_start_epoch) + tc.epochs:
-            return True
-        if tc.epochs_in_all and int(state.epoch) >= tc.epochs_in_all:
-            return True
-        last = int(state.phase) == self.model.num_phases - 1
-        return not last and tc.phase_patience > 0 and int(state.validations_since_best) >= tc.phase_patience
-
-    def _next_phase(self):
-        """Starts the next phase from the best weights so far, with a fresh
-        optimizer state, at the start of an epoch; checkpointed at once."""
-        state = self.state
-        tf.train.Checkpoint(model=self.model).restore(self.best.latest_checkpoint).expect_partial()
-        # The moments, not a loss scale.
-        for variable in getattr(self.optimizer, "inner_optimizer", self.optimizer).variables:
-            variable.assign(tf.zeros_like(variable))
-        if int(state.step_in_epoch):
-            state.epoch.assign_add(1)
-            state.step_in_epoch.assign(0)
-        state.phase.assign_add(1)
-        state.phase_start_epoch.assign(state.epoch)
-        state.validations_since_best.assign(0)
-        state.plateau_reductions.assign(0)
-        self._enter_phase()
-        log.info("phase %d starts at epoch %d from the best checkpoint (dev %s %.4g)",
-                 int(state.phase), int(state.epoch) + 1, self.cfg.train.selection_metric, float(state.best_score))
-        _save(self.last, int(state.global_step))
-
-    def _enter_phase(self):
-        # The train step is traced for the phase's loss.
-        self.model.start_phase(int(self.state.phase))
-        self._set_learning_rate()
-        tc = self.cfg.train
-        self.train_step = make_train_step(self.model, self.optimizer, self.strategy, tc.grad_clip_norm,
-                                          self.cfg.runtime.jit_compile)
-
-    def validate_metrics(self):
-        # The test reports the sentence-similarity rank; validation needs
-        # only the selection metric.
-        return evaluation.evaluate(self.scorer, self.dev_split, sentence_similarity=False)
-
-    def _validate_and_save(self):
-        tc = self.cfg.train
-        result = self.validate_metrics()
-        step = int(self.state.global_step)
-        with self.dev_writer.as_default(step=step):
-            for name, value in result.items():
-                tf.summary.scalar(name, value)
-        score = result[tc.selection_metric]
-        improved = score > float(self.state.best_score)
-        log.info("dev at step %d: rsum %.1f (i2t R@1 %.1f, t2i R@1 %.1f, i2t mAP %.3f)%s", step, result["rsum"],
-                 result["i2t_r1"], result["t2i_r1"], result["i2t_map"],
-                 f"  new best {tc.selection_metric}" if improved else "")
-        if improved:
-            self.state.best_score.assign(score)
-            self.best_dev_metrics = result
-            self.state.validations_since_best.assign(0)
-            _save(self.best, step)
-        else:
-            self.state.validations_since_best.assign_add(1)
-            waited = int(self.state.validations_since_best)
-            if tc.plateau_patience and waited % tc.plateau_patience == 0:
-                self.state.plateau_reductions.assign_add(1)
-                self._set_learning_rate()
-            last_phase = int(self.state.phase) == self.model.num_phases - 1
-            if last_phase and tc.early_stopping_patience and waited >= tc.early_stopping_patience:
-                log.info("early stopping: %d validations without improvement", waited)
-                self.stop = True
-                # The stop is part of the state: a resumed run must not go on.
-                self.state.epoch.assign(int(self.state.phase_start_epoch) + tc.epochs)
-        self._save_time_spent()  # first, so that a checkpoint never lacks the time that led to it
-        _save(self.last, step)
-
-    def _save_time_spent(self):
-        if self.time_spent is not None:
-            self.time_spent.save()
-
-    def _set_learning_rate(self):
-        tc = self.cfg.train
-        phase = int(self.state.phase)
-        base = tc.phase_learning_rates[phase - 1] if phase and tc.phase_learning_rates else tc.learning_rate
-        # Step decay counts the phase's own epochs.
-        epoch_in_phase = int(self.state.epoch) - int(self.state.phase_start_epoch)
-        decays = sum(epoch_in_phase >= e for e in tc.lr_decay_epochs)
-        decays += int(self.state.plateau_reductions)
-        self.optimizer.learning_rate.assign(base * tc.lr_decay_factor**decays)
-
-    def _log_hparams(self):
-        from tensorboard.plugins.hparams import api as hparams
-
-        flat = {"model_name": self.cfg.model_name, "preset": self.cfg.preset}
-        for section in ("model", "train", "data", "runtime"):
-            for key, value in vars(getattr(self.cfg, section)).items():
-                flat[f"{section}.{key}"] = value if isinstance(value, (bool, int, float, str)) else str(value)
-        with self.dev_writer.as_default():
-            hparams.hparams(flat)
-
-    def _distribute(self, data, batches):
-        """A distributed dataset giving each replica its share of each batch."""
-        strategy = self.strategy
-        replicas = strategy.num_replicas_in_sync
-
-        def dataset_fn(context):
-            # [steps, replicas, per_replica]: this input pipeline's replicas.
-            per_replica = batches.reshape(len(batches), replicas, -1)
-            local = replicas // context.num_input_pipelines
-            first = context.input_pipeline_id * local
-            mine = per_replica[:, first : first + local].reshape(-1, per_replica.shape[-1])
-            return pipeline.training_dataset(data, mine)
-
-        return strategy.distribute_datasets_from_function(dataset_fn)
-
-
 def _vocabulary_origin(vocabulary, captions):
     """Where a vocabulary's tokens come from, in words: the training
     captions' words have counts; others came from elsewhere (a word-vector
@@ -597,16 +337,6 @@ def _vocabulary_origin(vocabulary, captions):
     seen = sum(count > 0 for count in vocabulary.counts[2:])
     return (f"{len(vocabulary):,} tokens: <pad>, <unk>, {seen:,} words of the {captions:,} training captions"
             f" and {len(vocabulary) - 2 - seen:,} from elsewhere (a word-vector file)")
-
-
-def _save(manager, number):
-    """Writes a checkpoint; a full disk or a quota is an `InputError` (the
-    manager's index still names the previous, complete checkpoint)."""
-    try:
-        manager.save(checkpoint_number=number)
-    except (OSError, tf.errors.OpError) as error:
-        raise InputError(f"{manager.directory}: the checkpoint of step {number} cannot be written ({error_reason(error)}); "
-                         "the previous one is intact: free space, then continue with --resume") from None
 
 
 def _restore_newest_intact(checkpoint, manager, model_dir):

@@ -451,19 +451,19 @@ def test_a_resumed_model_with_dropout_ends_as_an_uninterrupted_run(tmp_path, mon
     # The dropout masks' random state is checkpointed with the weights, so
     # a run interrupted after its first checkpoint draws the same masks
     # after resuming.
-    from engine import training
+    from engine import training_loop
 
     argv = ["--model", "w2vv-bow", "--preset", "quick", "--set", "model.hidden_units=[32]",
             "--set", "train.max_train_images=100", "--set", "train.batch_size=50", "--set", "train.epochs=2",
             "--set", "train.validate_every=3"]
     assert train.main([*argv, "--model-dir", str(tmp_path / "whole")]) == 0
-    original = training._TrainingLoop._validate_and_save
+    original = training_loop.TrainingLoop._validate_and_save
 
     def interrupted(loop):
         original(loop)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(training._TrainingLoop, "_validate_and_save", interrupted)
+    monkeypatch.setattr(training_loop.TrainingLoop, "_validate_and_save", interrupted)
     capsys.readouterr()
     assert train.main([*argv, "--model-dir", str(tmp_path / "resumed")]) == 130
     # Ctrl-C: one line naming the checkpoint kept (the first validation's,

@@ -13,7 +13,7 @@ import train
 from common.config import TrainConfig
 from common.errors import InputError
 from common.metrics import METRIC_NAMES
-from engine import runtime, training
+from engine import runtime, training, training_loop
 from engine.train_step import make_optimizer, make_train_step
 from layers.hinge_losses import MaxOfHinges, SumOfHinges
 from tests.conftest import TINY
@@ -39,7 +39,7 @@ def scripted_run(tmp_path_factory):
                        [w.copy() for w in loop.model.get_weights()]))
         return {**dict.fromkeys(METRIC_NAMES, 0.0), "rsum": rsum}
 
-    original_next_phase = training._TrainingLoop._next_phase
+    original_next_phase = training_loop.TrainingLoop._next_phase
 
     def next_phase(loop):
         original_next_phase(loop)
@@ -54,8 +54,8 @@ def scripted_run(tmp_path_factory):
     handler.emit = lambda record: messages.append(record.getMessage())
     level = logger.level
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(training._TrainingLoop, "validate_metrics", validate_metrics)
-        monkeypatch.setattr(training._TrainingLoop, "_next_phase", next_phase)
+        monkeypatch.setattr(training_loop.TrainingLoop, "validate_metrics", validate_metrics)
+        monkeypatch.setattr(training_loop.TrainingLoop, "_next_phase", next_phase)
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
         try:
@@ -112,7 +112,7 @@ def test_the_selection_metric_picks_the_best_checkpoint(monkeypatch, tmp_path):
         seen.append(int(loop.state.global_step))
         return {**dict.fromkeys(METRIC_NAMES, 0.0), "rsum": rsum, "i2t_map": i2t_map}
 
-    monkeypatch.setattr(training._TrainingLoop, "validate_metrics", validate_metrics)
+    monkeypatch.setattr(training_loop.TrainingLoop, "validate_metrics", validate_metrics)
     model_dir = tmp_path / "run"
     argv = ["--model", "gru", "--preset", "quick", "--model-dir", str(model_dir), *TINY,
             "--set", "train.epochs=1", "--set", "train.selection_metric=i2t_map"]
@@ -311,7 +311,7 @@ def test_epochs_in_all_cap_the_phases_together(epochs_in_all, epoch, over):
         state=types.SimpleNamespace(epoch=epoch, phase_start_epoch=37, phase=1, validations_since_best=0),
         model=types.SimpleNamespace(num_phases=2),
     )
-    assert training._TrainingLoop._phase_over(loop) is over
+    assert training_loop.TrainingLoop._phase_over(loop) is over
     assert training.epochs_at_most(loop.model, loop.cfg.train) == (epochs_in_all or 400)
 
 
