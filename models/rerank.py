@@ -52,7 +52,7 @@ from data import splits
 from data.vocabulary import Vocabulary
 from models import ensemble, registry
 from models.base import FittedModel, ModelConfig, Stage
-from models.restore import load_trained_run, restore_model
+from models.restore import load_trained_run, restore_best_weights
 
 # Dev images scored at a time, against every dev caption, by either stage in the fit.
 IMAGE_BLOCK = 128
@@ -137,7 +137,7 @@ def vocabulary(config, train_captions, word_vectors=None):
 class Rerank(FittedModel):
     """A first stage proposing and a second stage re-ranking (the module
     docstring). Built from the stages' configs and vocabularies, with
-    untrained weights; `fit_split` copies their best weights and chooses
+    untrained weights; `fit_split` loads their best weights and chooses
     `k` on dev."""
 
     joint_space = False
@@ -202,12 +202,12 @@ class Rerank(FittedModel):
         return self.second_stage.pair_similarity(*self._parts(image_encodings, text_encodings, 1))
 
     def fit_split(self, train_split, dev_split, writer, seed):
-        """Copies both stages' best weights from their run directories,
+        """Loads both stages' best weights from their run directories,
         then chooses `k` on `dev_split` unless `config.k` is set; the
         training split is not used. Scores every dev pair by both stages
         (the full re-ranking is the reference of the choice)."""
         for stage, run in zip(self._stages, self.stage_runs):
-            stage.set_weights(restore_model(run.directory)[1].get_weights())
+            restore_best_weights(stage, run.directory)
         images = self.encode_image(tf.constant(dev_split.images))
         texts = tf.concat([self.encode_text(tf.constant(np.asarray(dev_split.captions[a : a + 256], dtype=object)))
                            for a in range(0, len(dev_split.captions), 256)], axis=0)
