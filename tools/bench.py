@@ -270,7 +270,7 @@ def cost_stage(stage, model_name, args):
         epoch_pairs = len(train_split.captions if config.train.sampling == "all_captions" else train_split.images)
         epoch_minutes = epoch_pairs / report["train_pairs_per_s"] / 60
         max_epochs = epochs_at_most(model, config.train)
-        steps_per_epoch = -(-epoch_pairs // config.train.batch_size)
+        steps_per_epoch = epoch_pairs // config.train.batch_size  # full batches only, as pipeline.epoch_order
         return {**fields, "train_peak_rss_mb": peak_rss_mb(), "epoch_pairs": epoch_pairs,
                 "epoch_minutes": round(epoch_minutes, 1), "max_epochs": max_epochs,
                 "max_epochs_hours": round(epoch_minutes * max_epochs / 60, 1),
