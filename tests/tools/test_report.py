@@ -501,7 +501,7 @@ TABLE = '[[table]]\nid = "t"\nlabels = ["m"]\ncolumns = ["rsum"]\n'
     ('[[table]]\nid = "t"\nlabels = ["m"]\ncolumns = [3]\nrows = []\n', ": table 't': unknown column 3"),
     ('[[table]]\nid = "t"\nlabels = ["m"]\ncolumns = ["rsum"]\n[table.rows]\nrun = "a"\n', ": table 't': the key 'rows' must be a list of rows"),
     (TABLE + 'rows = ["a"]\n', ": table 't': the key 'rows' must be a list of rows"),
-    (TABLE + 'rows = []\ncommands = "folded"\n', ": table 't': the key 'commands' can only be \"details\""),
+    (TABLE + 'rows = []\ncommands = "folded"\n', ": table 't': the key 'commands' can only be \"details\" (fold the commands away) or \"none\""),
     (TABLE + 'rows = []\nspread = "yes"\n', ": table 't': the key 'spread' must be true or false"),
     (TABLE + 'rows = [{ runs = "a", labels = ["a"] }]\n', ": table 't': row 1: unknown key 'runs'"),
     (TABLE + 'rows = [{ labels = ["a"] }]\n', ": table 't': row 1: names no run, mean, record or paper"),
@@ -635,6 +635,14 @@ def test_folded_commands_say_how_many_runs(runs_dir, runs, summary):
              "rows": [{"run": name, "labels": [name]} for name in runs]}
     block = report.render([table], report.read_toml(papers), report.read_runs(runs_root), "runs")["t"]
     assert block.startswith(f"<details><summary>{summary}</summary>\n\n```bash\n")
+
+
+def test_a_table_of_commands_none_prints_no_command(runs_dir):
+    runs_root, _, papers = runs_dir
+    table = {"id": "t", "labels": ["run"], "columns": ["rsum"], "commands": "none", "rows": [{"run": "a", "labels": ["a"]}]}
+    block = report.render([table], report.read_toml(papers), report.read_runs(runs_root), "runs")["t"]
+    assert block.startswith("| run | rsum |\n|---|---|\n| a | ")
+    assert "python" not in block
 
 
 def test_update_writes_each_block_in_whichever_file_holds_it(workspace, capsys):

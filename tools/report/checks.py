@@ -91,9 +91,9 @@ def _check_table(table, where, papers, papers_source):
         parse_column(spec, where)
     if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
         raise InputError(f"{where}: the key 'rows' must be a list of rows ({{ run = ... }}), got {excerpt(rows)}")
-    if table.get("commands", "details") != "details":
-        raise InputError(f"{where}: the key 'commands' can only be \"details\" (fold the commands away), "
-                         f"got {excerpt(table['commands'])}")
+    if table.get("commands", "details") not in ("details", "none"):
+        raise InputError(f"{where}: the key 'commands' can only be \"details\" (fold the commands away) or "
+                         f"\"none\" (print none: another page prints them), got {excerpt(table['commands'])}")
     if not isinstance(table.get("spread", False), bool):
         raise InputError(f"{where}: the key 'spread' must be true or false, got {excerpt(table['spread'])}")
     for number, row in enumerate(rows, start=1):

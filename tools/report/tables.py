@@ -88,6 +88,8 @@ def render_table(table, papers, runs, root, source="tables.toml", origins=None, 
     made = [_record_sentence(file, records[file]) for file in files]
     if made:
         table_text += "\n\n" + "\n".join(made)
+    if table.get("commands") == "none":
+        return table_text
     return commands_block(commands, table.get("commands") == "details") + "\n\n" + table_text
 
 
