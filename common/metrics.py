@@ -99,6 +99,16 @@ def image_annotation_average_precision(sims, caption_image, image_index=None):
     return (precision * ranked_true).sum(axis=1) / n_true
 
 
+def average_precision_of_positions(positions, is_true):
+    """Average precision of rankings given by where their true items are,
+    as `image_annotation_average_precision` takes it from scores: a row's
+    n true items at 0-based positions [n_rows, m] (`is_true` [n_rows, m]
+    marks a row's real ones, for rows with fewer than m), AP = (1/n)
+    sum_k k / p_k over their sorted 1-based positions p_k. float64 [n_rows]."""
+    ranks = np.sort(np.where(is_true, np.asarray(positions) + 1.0, np.inf), axis=1)
+    return (np.arange(1, ranks.shape[1] + 1) / ranks).sum(axis=1) / np.asarray(is_true).sum(axis=1)
+
+
 def image_retrieval_ranks(sims, caption_image):
     """Rank of the true image of each caption (t2i).
 

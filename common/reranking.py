@@ -16,6 +16,11 @@ ranked against its candidates in two stages (`models.rerank`):
    list taken in candidate-index order: a list of every candidate is then
    ranked exactly as the second stage ranks the whole row.
 
+The evaluation (`engine.evaluation.rank_two_stage`) needs only the
+positions of each query's right answers, so it finds the lists by
+partitioning each row (`first_stage_lists`) and counts those positions
+(`two_stage_positions`) instead of sorting every row.
+
 `two_stage_scores` writes a ranking as a score matrix (minus each
 candidate's 0-based position, all distinct), so every function of
 `common.metrics` ranks it as it stands. What a two-stage SavedModel's
@@ -34,6 +39,55 @@ def first_stage_order(first):
     first-stage score [n_queries, n_candidates], equal scores by lower
     index first."""
     return np.argsort(-np.asarray(first), axis=1, kind="stable")
+
+
+def first_stage_lists(first, k):
+    """int [n_queries, k]: each query's list, the candidates of
+    `first_stage_order(first)[:, :k]`, in index order; found by
+    partitioning each row of scores [n_queries, n_candidates] at its k-th
+    best score, not by sorting it (finite scores)."""
+    first = np.asarray(first)
+    n_queries, n_candidates = first.shape
+    if k >= n_candidates:
+        return np.broadcast_to(np.arange(n_candidates), first.shape)
+    kth = np.partition(first, n_candidates - k, axis=1)[:, n_candidates - k, None]
+    listed = first > kth
+    # The candidates scored at the k-th best (few) fill the list's rest, lowest index first.
+    rows, columns = np.nonzero(first == kth)
+    room = k - np.count_nonzero(listed, axis=1)
+    rank_in_row = np.arange(len(rows)) - np.searchsorted(rows, rows)
+    keep = rank_in_row < room[rows]
+    listed[rows[keep], columns[keep]] = True
+    return np.nonzero(listed)[1].reshape(n_queries, k)
+
+
+def two_stage_positions(first, listed, second, candidates):
+    """int64 [n_queries, m]: the 0-based positions of some candidates in
+    their queries' two-stage rankings (those `two_stage_scores` gives them),
+    counted rather than sorted: a listed candidate's in its list ranked by
+    the second stage, an unlisted one's in the first stage's ranking (the
+    candidates scored above it, and those scored equal with a lower index),
+    which puts it behind the list.
+
+    Args:
+      first: float [n_queries, n_candidates], the first stage's scores.
+      listed: int [n_queries, k], each query's list in index order
+        (`first_stage_lists`).
+      second: float [n_queries, k], the second stage's scores of the listed
+        pairs, aligned with `listed`.
+      candidates: int [n_queries, m], the candidates of each query whose
+        positions are wanted.
+    """
+    first, listed, candidates = np.asarray(first), np.asarray(listed), np.asarray(candidates)
+    in_list = metrics.ranking_positions(np.asarray(second))
+    rows, columns = np.arange(len(first))[:, None], np.arange(first.shape[1])[None, :]
+    positions = np.empty(candidates.shape, np.int64)
+    for j in range(candidates.shape[1]):
+        candidate = candidates[:, j, None]
+        score = first[rows, candidate]
+        positions[:, j] = np.count_nonzero((first > score) | ((first == score) & (columns < candidate)), axis=1)
+    match = listed[:, None, :] == candidates[:, :, None]  # [n_queries, m, k]
+    return np.where(match.any(axis=2), np.where(match, in_list[:, None, :], 0).sum(axis=2), positions)
 
 
 def two_stage_scores(order, second):

@@ -47,18 +47,25 @@ PAIR_BLOCK = 4096  # listed pairs gathered and scored by a second stage at a tim
 @dataclasses.dataclass(frozen=True)
 class TwoStage:
     """How a two-stage model ranks (`RetrievalModel.rerank_k`), on the
-    model's encodings (both stages' side by side).
+    model's encodings, split into each stage's own.
 
     Attributes:
+      stage_encodings: `(image_encodings, text_encodings) -> ((first
+        stage's image encodings, text encodings), (second stage's ...))`,
+        each stage's part of the model's encodings, in the form the
+        functions below take (e.g. tensors, made once for a split).
       propose: `(image_encodings, text_encodings) -> [n_i, n_t]`, the first
-        stage's scores of every pair.
-      score_pairs: `(image_encodings [P], text_encodings [P]) -> [P]`, the
-        second stage's scores of aligned pairs (pair p: image p, text p).
+        stage's scores of every pair of its encodings.
+      score_pairs: `(image_encodings, text_encodings, image_rows [P],
+        text_rows [P]) -> [P]`, the second stage's scores of the pairs
+        (image_rows[p], text_rows[p]) of its encodings.
       similarity: `(image_encodings, text_encodings) -> [n_i, n_t]`, the
-        second stage's scores of every pair, for lists of every candidate.
+        second stage's scores of every pair of its encodings, for lists of
+        every candidate.
       k: the length of each query's list, in both directions.
     """
 
+    stage_encodings: Callable
     propose: Callable
     score_pairs: Callable
     similarity: Callable
@@ -117,47 +124,69 @@ def rank_two_stage(two_stage, image_encodings, text_encodings, caption_image):
     pairs. When a direction's lists hold every candidate (k >= n_captions
     or n_images), the second stage scores the whole matrix instead, as its
     own evaluation does, and both directions read their lists from it: with
-    k >= both, the metrics are the second stage's own.
+    k >= both, the metrics are the second stage's own. Each query's list
+    and the two-stage positions of its right answers are found without
+    sorting its row (`common.reranking.first_stage_lists`,
+    `two_stage_positions`).
     """
     n_images, n_captions = len(image_encodings), len(text_encodings)
     k_i2t, k_t2i = min(two_stage.k, n_captions), min(two_stage.k, n_images)
-    first = score_matrix(two_stage.propose, image_encodings, text_encodings)
+    (first_images, first_texts), (second_images, second_texts) = two_stage.stage_encodings(image_encodings,
+                                                                                           text_encodings)
+    first = score_matrix(two_stage.propose, first_images, first_texts)
     second = None
     if k_i2t == n_captions or k_t2i == n_images:
-        second = score_matrix(two_stage.similarity, image_encodings, text_encodings)
+        second = score_matrix(two_stage.similarity, second_images, second_texts)
 
     def listed_scores(image_rows, text_rows):
         """The second stage's scores of pairs (image_rows[q, c], text_rows[q, c])."""
         if second is not None:
             return second[image_rows, text_rows]
         images, texts = image_rows.ravel(), text_rows.ravel()
-        scores = [np.asarray(two_stage.score_pairs(image_encodings[images[a : a + PAIR_BLOCK]],
-                                                   text_encodings[texts[a : a + PAIR_BLOCK]]))
+        scores = [np.asarray(two_stage.score_pairs(second_images, second_texts, images[a : a + PAIR_BLOCK],
+                                                   texts[a : a + PAIR_BLOCK]))
                   for a in range(0, len(images), PAIR_BLOCK)]
         return np.concatenate(scores).reshape(image_rows.shape)
 
+    captions, is_caption = image_captions(caption_image, n_images)
     i2t, i2t_ap, i2t_hits = [], [], []
     for a in progress.bar(range(0, n_images, IMAGE_BLOCK), desc=f"re-ranking {IMAGE_BLOCK}-image blocks",
                           unit="block"):
-        order = reranking.first_stage_order(first[a : a + IMAGE_BLOCK])
-        rows, listed = np.arange(a, a + len(order)), order[:, :k_i2t]
-        scores = reranking.two_stage_scores(order, listed_scores(np.broadcast_to(rows[:, None], listed.shape), listed))
-        i2t.append(metrics.image_annotation_ranks(scores, caption_image, rows))
-        i2t_ap.append(metrics.image_annotation_average_precision(scores, caption_image, rows))
+        block, rows = first[a : a + IMAGE_BLOCK], np.arange(a, min(a + IMAGE_BLOCK, n_images))
+        listed = reranking.first_stage_lists(block, k_i2t)
+        scores = listed_scores(np.broadcast_to(rows[:, None], listed.shape), listed)
+        positions = reranking.two_stage_positions(block, listed, scores, captions[rows])
+        i2t.append(1 + np.where(is_caption[rows], positions, n_captions).min(axis=1))
+        i2t_ap.append(metrics.average_precision_of_positions(positions, is_caption[rows]))
         i2t_hits.append(reranking.image_lists_hit(listed, caption_image, rows))
     t2i, t2i_hits = [], []
     for a in progress.bar(range(0, n_captions, CAPTION_BLOCK), desc=f"re-ranking {CAPTION_BLOCK}-caption blocks",
                           unit="block"):
-        order = reranking.first_stage_order(first[:, a : a + CAPTION_BLOCK].T)
-        columns, listed = np.arange(a, a + len(order)), order[:, :k_t2i]
-        scores = reranking.two_stage_scores(order, listed_scores(listed, np.broadcast_to(columns[:, None], listed.shape)))
-        t2i.append(metrics.image_retrieval_ranks(scores.T, caption_image[columns]))
+        block = np.ascontiguousarray(first[:, a : a + CAPTION_BLOCK].T)
+        columns = np.arange(a, a + len(block))
+        listed = reranking.first_stage_lists(block, k_t2i)
+        scores = listed_scores(listed, np.broadcast_to(columns[:, None], listed.shape))
+        t2i.append(1 + reranking.two_stage_positions(block, listed, scores, caption_image[columns, None])[:, 0])
         t2i_hits.append(reranking.caption_lists_hit(listed, caption_image[columns]))
     result = metrics.metrics_from_ranks(np.concatenate(i2t), np.concatenate(t2i), np.concatenate(i2t_ap))
     result["rerank_k"] = two_stage.k
     result["i2t_list_recall"] = 100.0 * float(np.mean(np.concatenate(i2t_hits)))
     result["t2i_list_recall"] = 100.0 * float(np.mean(np.concatenate(t2i_hits)))
     return result
+
+
+def image_captions(caption_image, n_images):
+    """Each image's captions: int [n_images, m] (m: the most any image
+    has; a shorter row is padded with its first caption) and bool
+    [n_images, m] marking the real ones. An image without a caption is a
+    ValueError, as in `common.metrics`."""
+    counts = np.bincount(caption_image, minlength=n_images)
+    if not counts.all():
+        raise ValueError("an image has no caption in `caption_image`")
+    slots = np.arange(counts.max())[None, :]
+    is_caption = slots < counts[:, None]
+    starts = (np.cumsum(counts) - counts)[:, None]
+    return np.argsort(caption_image, kind="stable")[starts + np.where(is_caption, slots, 0)], is_caption
 
 
 def fold_metrics(similarity, image_encodings, text_encodings, caption_image, two_stage=None):

@@ -39,8 +39,8 @@ class CheckpointScorer:
         )
         self._encode_image = tf.function(model.encode_image, reduce_retracing=True)
         self._similarity = tf.function(model.similarity, reduce_retracing=True)
-        self._propose = _numpy(tf.function(model.proposal_similarity, reduce_retracing=True))
-        self._score_pairs = _numpy(tf.function(model.pair_similarity, reduce_retracing=True))
+        if model.rerank_k is not None:
+            self._stages = _stage_functions(*(stage.model for stage in model.stages()))
 
     @classmethod
     def from_model_dir(cls, model_dir, overrides=()):
@@ -55,7 +55,13 @@ class CheckpointScorer:
         k = self.model.rerank_k
         if k is None:
             return None
-        return evaluation.TwoStage(propose=self._propose, score_pairs=self._score_pairs, similarity=self.similarity, k=k)
+        return evaluation.TwoStage(stage_encodings=self._stage_encodings, **self._stages, k=k)
+
+    def _stage_encodings(self, image_encodings, text_encodings):
+        """Each stage's part of the model's encodings (`RetrievalModel.stage_encodings`), as tensors
+        (made once, so that no block's call converts a whole split's encodings again)."""
+        return tuple((tf.constant(images), tf.constant(texts))
+                     for images, texts in self.model.stage_encodings(image_encodings, text_encodings))
 
     def encode_images(self, features, batch_size=256):
         return _batched(self._encode_image, features, batch_size)
@@ -94,16 +100,17 @@ class SavedModelScorer:
         # One batch in, encodings out (tensors), without a progress bar.
         self.encode_image_batch, self.encode_text_batch = self.loaded.encode_image, self.loaded.encode_text
         if self.rerank_k is not None:
-            # Encodings are both stages' side by side, as the two-stage model's (`models.rerank`), and
-            # `similarity` is the second stage's, so it is ranked as its checkpoint is.
+            # Encodings are both stages' side by side (the first's, then the second's), and `similarity` is
+            # the second stage's, so it is ranked as its checkpoint is.
             self.joint_space = False
             self.first_widths = [int(spec.shape[1]) for spec in self.loaded.similarity.input_signature]
             self.encode_image_batch = lambda features: tf.concat(
                 [self.loaded.encode_image(features), self.loaded.rerank_encode_image(features)], axis=1)
             self.encode_text_batch = lambda text: tf.concat(
                 [self.loaded.encode_text(text), self.loaded.rerank_encode_text(text)], axis=1)
-            self.two_stage = evaluation.TwoStage(propose=self._propose, score_pairs=self._score_pairs,
-                                                 similarity=self.similarity, k=self.rerank_k)
+            self.two_stage = evaluation.TwoStage(
+                stage_encodings=self._stage_encodings, propose=lambda i, t: self.loaded.similarity(i, t).numpy(),
+                score_pairs=self._score_pairs, similarity=self._rerank_similarity, k=self.rerank_k)
 
     def encode_images(self, features, batch_size=256):
         return _batched(self.encode_image_batch, features, batch_size)
@@ -114,24 +121,42 @@ class SavedModelScorer:
     def similarity(self, image_encodings, text_encodings):
         if self.rerank_k is None:
             return self.loaded.similarity(image_encodings, text_encodings).numpy()
-        # The second stage's every pair, through its pair scoring, a block of pairs at a time.
+        return self._rerank_similarity(*self._stage_encodings(image_encodings, text_encodings)[1])
+
+    def _stage_encodings(self, image_encodings, text_encodings):
+        """Each stage's part of side-by-side encodings (the first stage's, then the second's)."""
         image_encodings, text_encodings = np.asarray(image_encodings), np.asarray(text_encodings)
+        image_width, text_width = self.first_widths
+        return ((np.ascontiguousarray(image_encodings[:, :image_width]),
+                 np.ascontiguousarray(text_encodings[:, :text_width])),
+                (np.ascontiguousarray(image_encodings[:, image_width:]),
+                 np.ascontiguousarray(text_encodings[:, text_width:])))
+
+    def _rerank_similarity(self, image_encodings, text_encodings):
+        """The second stage's every pair of its encodings, through its pair scoring, a block of pairs at a time."""
         n_texts = len(text_encodings)
         pairs = np.arange(len(image_encodings) * n_texts)
         blocks = (pairs[a : a + evaluation.PAIR_BLOCK] for a in range(0, len(pairs), evaluation.PAIR_BLOCK))
-        scores = [self._score_pairs(image_encodings[block // n_texts], text_encodings[block % n_texts])
+        scores = [self._score_pairs(image_encodings, text_encodings, block // n_texts, block % n_texts)
                   for block in blocks]
         return np.concatenate([np.zeros(0, np.float32), *scores]).reshape(len(image_encodings), n_texts)
 
-    def _propose(self, image_encodings, text_encodings):
-        """The first stage's scores of every pair of side-by-side encodings."""
-        return self.loaded.similarity(image_encodings[:, : self.first_widths[0]],
-                                      text_encodings[:, : self.first_widths[1]]).numpy()
+    def _score_pairs(self, image_encodings, text_encodings, image_rows, text_rows):
+        """The second stage's scores of the pairs (image_rows[p], text_rows[p]) of its encodings."""
+        return self.loaded.rerank_score_pairs(image_encodings[image_rows], text_encodings[text_rows]).numpy()
 
-    def _score_pairs(self, image_encodings, text_encodings):
-        """The second stage's scores of aligned pairs of side-by-side encodings."""
-        return self.loaded.rerank_score_pairs(image_encodings[:, self.first_widths[0] :],
-                                              text_encodings[:, self.first_widths[1] :]).numpy()
+
+def _stage_functions(first, second):
+    """The `TwoStage` functions of a two-stage model's first and second
+    stage models, on the stages' own encodings, returning NumPy arrays."""
+    def score_pairs(images, texts, image_rows, text_rows):
+        # Gathered in the graph, from the split's encodings: no copy of the pairs' encodings outside it.
+        return tf.cast(second.pair_similarity(tf.gather(images, image_rows), tf.gather(texts, text_rows)), tf.float32)
+
+    functions = {"propose": lambda images, texts: tf.cast(first.similarity(images, texts), tf.float32),
+                 "score_pairs": score_pairs,
+                 "similarity": lambda images, texts: tf.cast(second.similarity(images, texts), tf.float32)}
+    return {name: _numpy(tf.function(function, reduce_retracing=True)) for name, function in functions.items()}
 
 
 def _numpy(function):

@@ -136,22 +136,32 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
         )
 
     # The list length of a two-stage model (`models.rerank`): a query's
-    # candidates are proposed by `proposal_similarity`, and only its
-    # `rerank_k` best are scored by `pair_similarity`
+    # candidates are proposed by its first stage's `similarity`, and only
+    # its `rerank_k` best are scored by its second stage's `pair_similarity`
     # (`engine.evaluation.rank_two_stage`); None for a model that scores
     # every pair with `similarity`.
     rerank_k = None
 
-    def proposal_similarity(self, image_encodings, text_encodings):
-        """A two-stage model's first stage: [n_images, ...] x [n_texts, ...]
-        -> float [n_images, n_texts]; only called when `rerank_k` is set."""
-        raise NotImplementedError(f"{type(self).__name__} ranks in one stage (rerank_k is None)")
-
     def stages(self):
         """A two-stage model's (first stage, second stage), each a `Stage`,
-        what its SavedModel serves of each (`engine.export`); only called
-        when `rerank_k` is set."""
+        what its evaluation scores and its SavedModel serves of each
+        (`engine.scoring`, `engine.export`); only called when `rerank_k` is
+        set."""
         raise NotImplementedError(f"{type(self).__name__} ranks in one stage (rerank_k is None)")
+
+    def stage_encodings(self, image_encodings, text_encodings):
+        """A two-stage model's encodings [n, D] (NumPy arrays or tensors)
+        split into its stages' own: ((first stage's image encodings, text
+        encodings), (second stage's ...)), views where they can be; only
+        called when `rerank_k` is set."""
+        raise NotImplementedError(f"{type(self).__name__} ranks in one stage (rerank_k is None)")
+
+    def run_encoding_columns(self, directory):
+        """Where the encodings of the trained run in `directory` are within
+        this model's, when the model holds that run as a part (an ensemble
+        its members): ((first, past-the-last) column of the image
+        encodings, (...) of the text encodings); None when it does not."""
+        return None
 
     def call(self, inputs, training=False):
         """{"image_features", "token_ids"} -> similarity matrix of the batch."""

@@ -262,6 +262,13 @@ class Ensemble(FittedModel):
         return tf.concat([m.encode_image(image_features[:, run.columns[0] : run.columns[1]])
                           for m, run in zip(self.members, self.member_runs)], axis=-1)
 
+    def run_encoding_columns(self, directory):
+        """A member's columns of the ensemble's encodings (the members' side by side, in order)."""
+        for index, run in enumerate(self.member_runs):
+            if Path(run.directory).resolve() == Path(directory).resolve():
+                return tuple((sum(sizes[:index]), sum(sizes[: index + 1])) for sizes in (self.image_sizes, self.text_sizes))
+        return None
+
     def member_similarities(self, image_encodings, text_encodings):
         """Each member's own similarity [n_images, n_texts] of its part of
         the encodings."""

@@ -29,6 +29,15 @@ score of a pair depends on the query's other candidates (its list), so it
 is no similarity of a pair alone: the model's `similarity` is the second
 stage's, the score a pair gets once re-ranked.
 
+The model's encodings are its stages' side by side (`stage_encodings`
+splits them), with one exception: when the second stage holds the first
+stage's run as a part (an ensemble with it as a member,
+`RetrievalModel.run_encoding_columns`), the first stage's encodings are
+that part's columns of the second stage's, so no caption is encoded twice
+by one run. The fit checks that the part is the first stage's run as its
+best checkpoint holds it (an `InputError` if that run has been trained
+again since the ensemble was fitted).
+
 `k` is `model.k` when given, else chosen on the dev split: the smallest k
 of `model.k_grid` whose dev rsum is within `model.k_margin` of the full
 re-ranking's (the second stage alone, every pair scored); if none is, every
@@ -160,24 +169,36 @@ class Rerank(FittedModel):
         # The k chosen on dev (0 until fitted); `config.k`, when set, wins.
         self.list_length = self.add_weight(shape=(), dtype="int32", initializer="zeros", trainable=False,
                                            name="list_length")
-        self.image_sizes, self.text_sizes = [], []
-        for stage, run in zip((self.first_stage, self.second_stage), stages):
-            self.image_sizes.append(int(stage.encode_image(tf.zeros([1, run.experiment.image_dim])).shape[-1]))
-            self.text_sizes.append(int(stage.encode_text(stage.vectorizer(tf.constant(["a"]))).shape[-1]))
+        image_sizes, text_sizes = [], []
+        for stage, run in zip(self._stages, stages):
+            image_sizes.append(int(stage.encode_image(tf.zeros([1, run.experiment.image_dim])).shape[-1]))
+            text_sizes.append(int(stage.encode_text(stage.vectorizer(tf.constant(["a"]))).shape[-1]))
+        # Each stage's (image, text) columns of the model's encodings (the module docstring), and the stages that
+        # encode (indices into _stages).
+        shared = self.second_stage.run_encoding_columns(stages[0].directory)
+        self.shares_encodings = shared is not None
+        if self.shares_encodings:
+            self.encoding_columns = (shared, ((0, image_sizes[1]), (0, text_sizes[1])))
+            self.encoding_stages = (1,)
+        else:
+            self.encoding_columns = (((0, image_sizes[0]), (0, text_sizes[0])),
+                                     ((image_sizes[0], sum(image_sizes)), (text_sizes[0], sum(text_sizes))))
+            self.encoding_stages = (0, 1)
 
     @property
     def rerank_k(self):
         return self.config.k if self.config.k is not None else int(self.list_length.numpy())
 
     def encode_text(self, texts, training=False):
-        """tf.string [B] raw captions -> both stages' encodings, side by side."""
-        return tf.concat([stage.encode_text(stage.vectorizer(texts)) for stage in self._stages], axis=-1)
+        """tf.string [B] raw captions -> the encoding stages' encodings, side by side."""
+        return tf.concat([self._stages[i].encode_text(self._stages[i].vectorizer(texts)) for i in self.encoding_stages],
+                         axis=-1)
 
     def encode_image(self, image_features, training=False):
-        """[B, F] (the features both stages read, side by side) -> both
-        stages' encodings of their own columns, side by side."""
-        return tf.concat([stage.encode_image(image_features[:, run.columns[0] : run.columns[1]])
-                          for stage, run in zip(self._stages, self.stage_runs)], axis=-1)
+        """[B, F] (the features both stages read, side by side) -> the
+        encoding stages' encodings of their own columns, side by side."""
+        return tf.concat([self._stages[i].encode_image(image_features[:, slice(*self.stage_runs[i].columns)])
+                          for i in self.encoding_stages], axis=-1)
 
     @property
     def _stages(self):
@@ -186,20 +207,14 @@ class Rerank(FittedModel):
     def stages(self):
         return tuple(Stage(stage, tuple(run.columns)) for stage, run in zip(self._stages, self.stage_runs))
 
-    def _parts(self, image_encodings, text_encodings, stage):
-        """Stage `stage`'s (0: first, 1: second) part of the encodings."""
-        return (tf.split(image_encodings, self.image_sizes, axis=-1)[stage],
-                tf.split(text_encodings, self.text_sizes, axis=-1)[stage])
-
-    def proposal_similarity(self, image_encodings, text_encodings):
-        return tf.cast(self.first_stage.similarity(*self._parts(image_encodings, text_encodings, 0)), tf.float32)
+    def stage_encodings(self, image_encodings, text_encodings):
+        return tuple((image_encodings[:, slice(*image)], text_encodings[:, slice(*text)])
+                     for image, text in self.encoding_columns)
 
     def similarity(self, image_encodings, text_encodings):
         """The second stage's scores of every pair: a listed pair's score."""
-        return tf.cast(self.second_stage.similarity(*self._parts(image_encodings, text_encodings, 1)), tf.float32)
-
-    def pair_similarity(self, image_encodings, text_encodings):
-        return self.second_stage.pair_similarity(*self._parts(image_encodings, text_encodings, 1))
+        return tf.cast(self.second_stage.similarity(*self.stage_encodings(image_encodings, text_encodings)[1]),
+                       tf.float32)
 
     def fit_split(self, train_split, dev_split, writer, seed):
         """Loads both stages' best weights from their run directories,
@@ -211,9 +226,13 @@ class Rerank(FittedModel):
         images = self.encode_image(tf.constant(dev_split.images))
         texts = tf.concat([self.encode_text(tf.constant(np.asarray(dev_split.captions[a : a + 256], dtype=object)))
                            for a in range(0, len(dev_split.captions), 256)], axis=0)
-        first, second = (np.concatenate([function(images[a : a + IMAGE_BLOCK], texts).numpy()
+        parts = self.stage_encodings(images, texts)
+        if self.shares_encodings:
+            self._check_shared_encodings(dev_split, *parts[0])
+        first, second = (np.concatenate([tf.cast(stage.similarity(stage_images[a : a + IMAGE_BLOCK], stage_texts),
+                                                 tf.float32).numpy()
                                          for a in range(0, len(dev_split.images), IMAGE_BLOCK)])
-                         for function in (self.proposal_similarity, self.similarity))
+                         for stage, (stage_images, stage_texts) in zip(self._stages, parts))
         caption_image = dev_split.caption_image
         full = metrics.retrieval_metrics(second, caption_image)["rsum"]
         every = max(first.shape)
@@ -234,6 +253,20 @@ class Rerank(FittedModel):
                                      for k, result in by_k.items()},
             "members": list(self.config.members),
         }
+
+    def _check_shared_encodings(self, dev_split, images, texts, sample=256):
+        """`InputError` unless the first stage's own encodings of dev
+        images and captions (a sample of each) are the second stage's
+        columns that stand for them."""
+        first, run = self.first_stage, self.stage_runs[0]
+        own = (first.encode_image(tf.constant(dev_split.images[:sample, slice(*run.columns)])),
+               first.encode_text(first.vectorizer(tf.constant(np.asarray(dev_split.captions[:sample], dtype=object)))))
+        for mine, theirs in zip(own, (images[:sample], texts[:sample])):
+            mine, theirs = np.asarray(mine, np.float32), np.asarray(theirs, np.float32)
+            if not np.abs(mine - theirs).max() <= 1e-4 * max(np.abs(mine).max(), 1e-6):
+                raise InputError(f"model.members: {self.config.members[1]} holds {run.directory} with other weights "
+                                 f"than {run.directory}'s best checkpoint (trained again since?); fit "
+                                 f"{self.config.members[1]} again, or take a first stage it does not hold")
 
 
 def build(config, vocabulary, image_dim):

@@ -106,11 +106,12 @@ def _two_stage_top(two_stage, queries, candidates, k, queries_are_images):
         return ((query_encodings, candidate_encodings) if queries_are_images else
                 (candidate_encodings, query_encodings))
 
-    first = np.asarray(two_stage.propose(*oriented(queries, candidates)))
+    first_stage, second_stage = two_stage.stage_encodings(*oriented(queries, candidates))
+    first = np.asarray(two_stage.propose(*first_stage))
     order = reranking.first_stage_order(first if queries_are_images else first.T)
     listed = order[:, : min(two_stage.k, len(candidates))]
-    second = np.asarray(two_stage.score_pairs(*oriented(np.repeat(queries, listed.shape[1], axis=0),
-                                                        candidates[listed.ravel()]))).reshape(listed.shape)
+    query_rows = np.repeat(np.arange(len(queries)), listed.shape[1])
+    second = np.asarray(two_stage.score_pairs(*second_stage, *oriented(query_rows, listed.ravel()))).reshape(listed.shape)
     ranking, scores = reranking.two_stage_ranking(order, second)
     return [[(int(j), float(score)) for j, score in zip(row[:k], row_scores[:k])]
             for row, row_scores in zip(ranking, scores)]

@@ -112,6 +112,15 @@ def test_average_precision_on_a_hand_built_ranking():
     np.testing.assert_allclose(metrics.image_annotation_average_precision(perfect, CAPTION_IMAGE), [1.0, 1.0])
 
 
+def test_average_precision_of_positions_on_the_hand_built_ranking_and_a_padded_row():
+    # The hand-built ranking above (0-based positions 0, 2, 3, 7, 9, given out of order), and an item with one
+    # true caption at position 1 in a row padded to five.
+    positions = np.array([[7, 0, 9, 2, 3], [1, 0, 0, 0, 0]])
+    is_true = np.array([[True] * 5, [True, False, False, False, False]])
+    np.testing.assert_allclose(metrics.average_precision_of_positions(positions, is_true),
+                               [(1 + 2 / 3 + 3 / 4 + 4 / 8 + 5 / 10) / 5, 1 / 2])
+
+
 def test_average_precision_against_its_definition_with_uneven_captions_and_blocks():
     # Items with 1 to 40 captions, as video datasets have.
     rng = np.random.default_rng(2)

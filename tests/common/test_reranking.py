@@ -109,3 +109,29 @@ def test_the_served_ranking_keeps_the_listed_scores_and_puts_the_tail_below_them
     assert ranking[1].tolist() == [2, 0, 3, 1]
     np.testing.assert_allclose(scores[1], [0.7, 0.7, -0.3, -1.3])
     np.testing.assert_allclose(reranking.tail_scores(second, 3), [[-0.5, -1.5, -2.5], [-0.3, -1.3, -2.3]])
+
+
+def tied_scores(rng, shape, levels):
+    """Scores of a few distinct values: ties everywhere, at each list's cut too."""
+    return rng.integers(0, levels, size=shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("k", [1, 3, 8, 20, 30])
+def test_first_stage_lists_are_the_first_k_of_the_first_stage_order_in_index_order(k):
+    first = tied_scores(np.random.default_rng(k), (9, 20), 4)
+    expected = np.sort(reranking.first_stage_order(first)[:, :k], axis=1)
+    np.testing.assert_array_equal(reranking.first_stage_lists(first, k), expected)
+
+
+@pytest.mark.parametrize("k", [1, 4, 20])
+def test_two_stage_positions_are_the_positions_of_the_two_stage_ranking(k):
+    # Ties in both stages; the positions of every candidate, listed or not, against two_stage_scores'
+    # ranking (which sorts).
+    rng = np.random.default_rng(k)
+    first, second = tied_scores(rng, (7, 20), 3), tied_scores(rng, (7, 20), 3)
+    order = reranking.first_stage_order(first)
+    expected = -reranking.two_stage_scores(order, np.take_along_axis(second, order[:, :k], axis=1))
+    listed = reranking.first_stage_lists(first, k)
+    candidates = np.tile(rng.permutation(20), (7, 1))
+    positions = reranking.two_stage_positions(first, listed, np.take_along_axis(second, listed, axis=1), candidates)
+    np.testing.assert_array_equal(positions, np.take_along_axis(expected, candidates, axis=1))

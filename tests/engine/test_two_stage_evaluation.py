@@ -14,7 +14,8 @@ class MatrixStages:
 
     def __init__(self, first, second, k):
         self.first, self.second, self.pairs = first, second, 0
-        self.two_stage = evaluation.TwoStage(propose=self.propose, score_pairs=self.score_pairs,
+        self.two_stage = evaluation.TwoStage(stage_encodings=lambda images, texts: ((images, texts), (images, texts)),
+                                             propose=self.propose, score_pairs=self.score_pairs,
                                              similarity=self.similarity, k=k)
 
     def propose(self, images, texts):
@@ -23,10 +24,10 @@ class MatrixStages:
     def similarity(self, images, texts):
         return self.second[np.ix_(images, texts)]
 
-    def score_pairs(self, images, texts):
-        assert len(images) == len(texts) <= evaluation.PAIR_BLOCK
-        self.pairs += len(images)
-        return self.second[images, texts]
+    def score_pairs(self, images, texts, image_rows, text_rows):
+        assert len(image_rows) == len(text_rows) <= evaluation.PAIR_BLOCK
+        self.pairs += len(image_rows)
+        return self.second[images[image_rows], texts[text_rows]]
 
 
 def matrices(n_images, per_image, seed):
@@ -46,9 +47,26 @@ def test_scoring_only_the_listed_pairs_gives_the_numpy_two_stage_metrics(k, monk
     stages = MatrixStages(first, second, k)
     result = evaluation.rank_two_stage(stages.two_stage, np.arange(20), np.arange(60), caption_image)
     expected = reranking.two_stage_metrics(first, second, caption_image, k)
-    assert result == {**expected, "rerank_k": k}
+    # Ranks are counted, not sorted: equal; the average precisions sum their terms in another order.
+    assert result == pytest.approx({**expected, "rerank_k": k}, rel=1e-12, abs=0)
+    assert {name: result[name] for name in metrics.METRIC_NAMES if name != "i2t_map"} == {
+        name: expected[name] for name in metrics.METRIC_NAMES if name != "i2t_map"}
     # k pairs a query, in each direction: 20 images and 60 captions.
     assert stages.pairs == (20 + 60) * k
+
+
+@pytest.mark.parametrize("k", [1, 3, 10])
+def test_ties_and_uneven_captions_give_the_numpy_two_stage_metrics(k, monkeypatch):
+    # Scores of three values (ties at every list's cut and within lists) and items of 1 to 4 captions.
+    monkeypatch.setattr(evaluation, "IMAGE_BLOCK", 4)
+    monkeypatch.setattr(evaluation, "CAPTION_BLOCK", 9)
+    rng = np.random.default_rng(k)
+    caption_image = np.repeat(np.arange(10), rng.integers(1, 5, size=10))
+    first, second = (rng.integers(0, 3, size=(10, len(caption_image))).astype(np.float32) for _ in range(2))
+    result = evaluation.rank_two_stage(MatrixStages(first, second, k).two_stage, np.arange(10),
+                                       np.arange(len(caption_image)), caption_image)
+    assert result == pytest.approx({**reranking.two_stage_metrics(first, second, caption_image, k), "rerank_k": k},
+                                   rel=1e-12, abs=0)
 
 
 def test_lists_of_every_candidate_score_the_whole_matrix_once_and_give_the_second_stage_metrics():

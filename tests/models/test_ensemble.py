@@ -200,3 +200,17 @@ def test_a_checkpoint_holds_every_member_weight(trained_ensemble, tmp_path):
     stored = tf.train.load_checkpoint(path).get_variable_to_shape_map()
     assert sum(1 for key in stored if key.startswith("model/")) == len(model.weights)
     assert len(model.weights) == 3 + sum(len(m.weights) for m in model.members)
+
+
+def test_a_members_encoding_columns_hold_its_own_runs_encodings(trained, trained_fv, trained_ensemble, tmp_path):
+    _, model = restore_model(trained_ensemble)
+    features = load_split(EMBEDDED_DATA, "test", "ims+stages").images[:4]
+    images, texts = model.encode_image(features).numpy(), model.encode_text(tf.constant(TEXTS)).numpy()
+    for directory in (trained, trained_fv):
+        config, member = restore_model(directory)
+        (image_start, image_stop), (text_start, text_stop) = model.run_encoding_columns(str(directory))
+        own_images = member.encode_image(load_split(EMBEDDED_DATA, "test", config.data.image_features).images[:4])
+        own_texts = member.encode_text(member.vectorizer(tf.constant(TEXTS)))
+        np.testing.assert_allclose(images[:, image_start:image_stop], own_images, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(texts[:, text_start:text_stop], own_texts, rtol=1e-6, atol=1e-6)
+    assert model.run_encoding_columns(str(tmp_path)) is None

@@ -4,6 +4,7 @@ SavedModel."""
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from data import provenance, splits
 from engine import evaluation
 from engine.export import export_saved_model
 from engine.scoring import CheckpointScorer, SavedModelScorer
+from models import rerank
 from models.base import RetrievalModel
 from models.restore import restore_model
 from tests.engine.test_export import embedded_features, jpegs
@@ -72,13 +74,67 @@ def test_pair_similarity_of_every_family_here_is_its_similarity_of_those_pairs(t
     texts = model.encode_text(np.asarray(["a dog runs", "two children play on a beach", "a man", "a red car",
                                           "people", "a black dog jumps over a log"], dtype=object))
     pairs = rng.integers(0, 6, size=(2, 10))
-    for stage, part in ((model.first_stage, 0), (model.second_stage, 1)):
-        stage_images, stage_texts = model._parts(images, texts, part)
+    for stage, (stage_images, stage_texts) in zip((model.first_stage, model.second_stage),
+                                                  model.stage_encodings(images, texts)):
         matrix = np.asarray(stage.similarity(stage_images, stage_texts))[pairs[0], pairs[1]]
         for function in (stage.pair_similarity, lambda i, t: RetrievalModel.pair_similarity(stage, i, t)):
             got = np.asarray(function(np.asarray(stage_images)[pairs[0]], np.asarray(stage_texts)[pairs[1]]))
             # float32 sums in another order (m-CNN: blocks against pairs), as tests/models/test_mcnn.py.
             np.testing.assert_allclose(got, matrix, rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def gru_ensemble_rerank(trained, trained_ensemble, tmp_path_factory):
+    """`gru` proposes, the zoo ensemble holding that very run re-ranks."""
+    model_dir = tmp_path_factory.mktemp("rerank") / "gru-ensemble"
+    assert train.main(["--model", "rerank", "--model-dir", str(model_dir),
+                       "--set", f"model.members={trained},{trained_ensemble}", "--set", "model.k=3",
+                       "--set", "train.validate_max_images=50"]) == 0
+    return model_dir
+
+
+def test_a_first_stage_the_second_holds_is_encoded_once_and_ranks_as_a_numpy_re_ranking(
+        gru_ensemble_rerank, trained, trained_ensemble, k=3):
+    config, model = restore_model(gru_ensemble_rerank)
+    _, second_stage = restore_model(trained_ensemble)
+    text = tf.constant(["a dog runs"])
+    assert model.encode_text(text).shape == second_stage.encode_text(text).shape
+
+    def test_split(features):
+        """The test split's first 100 images, with the features a run reads."""
+        return splits.load_split(EMBEDDED_DATA, "test", features).first_images(100)
+
+    split = test_split(config.data.image_features)
+    result = evaluation.evaluate(CheckpointScorer.from_model_dir(gru_ensemble_rerank), split)
+    first, second = scores(trained, test_split("ims")), scores(trained_ensemble, test_split("ims+stages"))
+    # As test_evaluation_equals_...: the ensemble's pair scores equal its matrix to float32 rounding, so the
+    # rankings agree when no two listed scores are that close; the proposals are the gru run's own encodings.
+    for queries, candidates in ((first, second), (first.T, second.T)):
+        listed = np.sort(np.take_along_axis(candidates, reranking.first_stage_order(queries)[:, :k], axis=1), axis=1)
+        assert np.diff(listed, axis=1).min() > 1e-5
+    assert result == pytest.approx(reranking.two_stage_metrics(first, second, split.caption_image, k)
+                                   | {"rerank_k": k}, rel=1e-9, abs=1e-9)
+
+
+def test_a_first_stage_other_than_the_second_stages_copy_of_it_is_refused(trained, trained_ensemble, tmp_path,
+                                                                          monkeypatch, capsys):
+    # As if the gru run had been trained again after the ensemble was fitted: its best weights are not the
+    # ensemble's copy of them.
+    restore = rerank.restore_best_weights
+
+    def retrained(model, directory, overrides=()):
+        restore(model, directory, overrides)
+        if Path(directory) == trained:
+            model.weights[0].assign(model.weights[0] + 1.0)
+
+    monkeypatch.setattr(rerank, "restore_best_weights", retrained)
+    argv = ["--model", "rerank", "--model-dir", str(tmp_path / "run"),
+            "--set", f"model.members={trained},{trained_ensemble}", "--set", "model.k=3",
+            "--set", "train.validate_max_images=50"]
+    assert train.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"holds {trained} with other weights than {trained}'s best checkpoint" in err
+    assert len(err.splitlines()) == 1, err
 
 
 def test_a_pairwise_first_stage_or_a_single_member_is_refused(trained, trained_mcnn_ens, short_test_data, tmp_path,

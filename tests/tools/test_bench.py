@@ -210,7 +210,8 @@ def test_bench_times_a_two_stage_model_on_its_listed_pairs(trained, trained_mcnn
 
     def counting(two_stage, *arguments):
         pairs = two_stage.score_pairs
-        return original(dataclasses.replace(two_stage, score_pairs=lambda i, t: scored.append(len(i)) or pairs(i, t)), *arguments)
+        return original(dataclasses.replace(two_stage, score_pairs=lambda *a: scored.append(len(a[2])) or pairs(*a)),
+                        *arguments)
 
     monkeypatch.setattr(evaluation, "rank_two_stage", counting)
     args = bench.parse_args(["--model", "rerank", "--eval-only", "--eval-images", "20",
