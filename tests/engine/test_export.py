@@ -3,6 +3,7 @@ scores as the precomputed features of the same files (the embedded rows,
 made outside this repository), for a model of every family; the serving
 conventions (named inputs, serving_default, version folders)."""
 
+import functools
 import io
 import json
 import shutil
@@ -33,6 +34,14 @@ def embedded_features(kind):
 
 def jpegs(paths=SAMPLES):
     return tf.constant([path.read_bytes() for path in paths])
+
+
+@functools.cache
+def extracted_features(recorded, kind):
+    """The features of the sample JPEGs by the backbone the provenance
+    (JSON) `recorded` names, of `kind`: built and run once a recipe, as
+    the families on the same features share it."""
+    return feature_extractor.from_provenance(json.loads(recorded), kind)(SAMPLES, 8)
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +87,7 @@ def test_score_images_equals_score_on_the_precomputed_features(exports, family):
         np.testing.assert_allclose(encodings, reference, rtol=2e-3, atol=2e-3 * np.abs(reference).max())
     # The signature is the recorded recipe, then the model: on the features
     # the backbone makes of the same files, exactly `score`.
-    extracted = feature_extractor.from_provenance(json.loads(loaded.image_provenance.numpy()), kind)(SAMPLES, 8)
+    extracted = extracted_features(loaded.image_provenance.numpy().decode(), kind)
     np.testing.assert_allclose(scores, loaded.score(extracted, texts).numpy(), rtol=1e-4, atol=1e-5)
 
 
