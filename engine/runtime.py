@@ -10,9 +10,16 @@ import tensorflow as tf
 
 from common.config import STRATEGIES
 from common.errors import InputError
+from common.machine import TENSORFLOW_ISA_CAPS
 
 # `RuntimeConfig.mixed_precision` -> Keras dtype policy.
 DTYPE_POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+# oneDNN capped below AVX-512 (ONEDNN_MAX_CPU_ISA=AVX2, how the AVX2 code
+# paths are measured on a newer CPU) has no bfloat16 kernels, while
+# TensorFlow (2.21), seeing the CPU's own bfloat16 support, still sends
+# bfloat16 matrix products to it: the process dies of a segmentation fault.
+# Capped at AVX512_CORE, oneDNN emulates them and bf16 works.
+ISAS_WITHOUT_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI")
 
 
 def resolve_strategy(name):
@@ -46,6 +53,12 @@ def dtype_policy(mixed_precision):
     """Layers created inside take the Keras dtype policy of
     `RuntimeConfig.mixed_precision`; the previous global policy is restored
     on leaving."""
+    if mixed_precision == "bf16":
+        for name in TENSORFLOW_ISA_CAPS:
+            if os.environ.get(name, "").upper() in ISAS_WITHOUT_BF16:
+                raise InputError(f"runtime.mixed_precision=bf16: {name}={os.environ[name]} caps TensorFlow's oneDNN "
+                                 "kernels below bfloat16's, where its bfloat16 products crash; unset it, cap at "
+                                 "AVX512_CORE, or train in float32")
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy(DTYPE_POLICIES[mixed_precision])
     try:
