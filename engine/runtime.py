@@ -48,17 +48,23 @@ def make_strategy(name):
     raise InputError(f"--strategy {name!r}: choose one of {', '.join(STRATEGIES)}")
 
 
+def bfloat16_cap():
+    """The variable of the environment ("NAME=VALUE") that caps oneDNN
+    below bfloat16's kernels (`ISAS_WITHOUT_BF16`), or None."""
+    for name in TENSORFLOW_ISA_CAPS:
+        if os.environ.get(name, "").upper() in ISAS_WITHOUT_BF16:
+            return f"{name}={os.environ[name]}"
+    return None
+
+
 @contextlib.contextmanager
 def dtype_policy(mixed_precision):
     """Layers created inside take the Keras dtype policy of
     `RuntimeConfig.mixed_precision`; the previous global policy is restored
     on leaving."""
-    if mixed_precision == "bf16":
-        for name in TENSORFLOW_ISA_CAPS:
-            if os.environ.get(name, "").upper() in ISAS_WITHOUT_BF16:
-                raise InputError(f"runtime.mixed_precision=bf16: {name}={os.environ[name]} caps TensorFlow's oneDNN "
-                                 "kernels below bfloat16's, where its bfloat16 products crash; unset it, cap at "
-                                 "AVX512_CORE, or train in float32")
+    if mixed_precision == "bf16" and bfloat16_cap():
+        raise InputError(f"runtime.mixed_precision=bf16: {bfloat16_cap()} caps TensorFlow's oneDNN kernels below "
+                         "bfloat16's, where its bfloat16 products crash; unset it, cap at AVX512_CORE, or train in float32")
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy(DTYPE_POLICIES[mixed_precision])
     try:
