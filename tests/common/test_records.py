@@ -8,16 +8,8 @@ import platform
 
 import pytest
 
-from common import machine, records
+from common import records
 from common.errors import InputError
-
-
-@pytest.fixture(autouse=True)
-def no_kernel_variables(monkeypatch):
-    """The user's own ONEDNN_MAX_CPU_ISA (or another variable that chooses
-    kernels) would rightly be named in every command line."""
-    for name in machine.KERNEL_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.mark.parametrize("argv", [
