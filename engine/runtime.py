@@ -62,8 +62,8 @@ def dtype_policy(mixed_precision):
     """Layers created inside take the Keras dtype policy of
     `RuntimeConfig.mixed_precision`; the previous global policy is restored
     on leaving."""
-    if mixed_precision == "bf16" and bfloat16_cap():
-        raise InputError(f"runtime.mixed_precision=bf16: {bfloat16_cap()} caps TensorFlow's oneDNN kernels below "
+    if mixed_precision == "bf16" and (cap := bfloat16_cap()):
+        raise InputError(f"runtime.mixed_precision=bf16: {cap} caps TensorFlow's oneDNN kernels below "
                          "bfloat16's, where its bfloat16 products crash; unset it, cap at AVX512_CORE, or train in float32")
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy(DTYPE_POLICIES[mixed_precision])

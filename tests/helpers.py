@@ -125,8 +125,8 @@ def bfloat16_safe(policies):
 
 def skip_where_bfloat16_crashes():
     """Skips the calling test where bfloat16 would crash (see bfloat16_safe)."""
-    if runtime.bfloat16_cap():
-        pytest.skip(f"bfloat16 under {runtime.bfloat16_cap()} crashes TensorFlow (engine/runtime.py refuses it)")
+    if cap := runtime.bfloat16_cap():
+        pytest.skip(f"bfloat16 under {cap} crashes TensorFlow (engine/runtime.py refuses it)")
 
 
 def run_layer_test(layer_cls, init_kwargs, inputs, expected_output_shape=None, input_gradients=True,
