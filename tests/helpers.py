@@ -24,7 +24,6 @@ import pytest
 import tensorflow as tf
 
 from engine import runtime
-from engine.runtime import DTYPE_POLICIES
 
 REPO = Path(__file__).resolve().parents[1]
 EMBEDDED_DATA = REPO / "data" / "f8k_precomp"
@@ -105,7 +104,7 @@ def shared_data(name):
 
 
 # The Keras policies of the mixed precisions of training (`RuntimeConfig.mixed_precision`).
-MIXED_POLICIES = tuple(policy for policy in DTYPE_POLICIES.values() if policy.startswith("mixed_"))
+MIXED_POLICIES = tuple(policy for policy in runtime.DTYPE_POLICIES.values() if policy.startswith("mixed_"))
 
 # How far a mixed-precision output may be from the float32 one: rtol, and
 # atol times the float32 output's largest magnitude (at least 1). About 8
