@@ -238,7 +238,7 @@ class Ensemble(FittedModel):
         count = len(members)
         self.center = self.add_weight(shape=(count,), initializer="zeros", trainable=False, name="center")
         self.scale = self.add_weight(shape=(count,), initializer="ones", trainable=False, name="scale")
-        self.mix = self.add_weight(shape=(count,), initializer="ones", trainable=False, name="mix")
+        self.member_weights = self.add_weight(shape=(count,), initializer="ones", trainable=False, name="member_weights")
         if config.combination == "rank":
             self.score_quantiles = self.add_weight(shape=(count, config.quantiles), initializer="zeros",
                                                    trainable=False, name="score_quantiles")
@@ -246,6 +246,13 @@ class Ensemble(FittedModel):
                      for m in self.members]
         self.image_sizes = [int(image.shape[-1]) for image, _ in encodings]
         self.text_sizes = [int(text.shape[-1]) for _, text in encodings]
+
+    def _trackable_children(self, save_type="checkpoint", **kwargs):
+        """The member weights are saved under `mix`, their name before the
+        rename, so that runs trained before it restore."""
+        children = super()._trackable_children(save_type, **kwargs)
+        children["mix"] = children.pop("member_weights")
+        return children
 
     @property
     def members(self):
@@ -287,14 +294,14 @@ class Ensemble(FittedModel):
 
     def similarity(self, image_encodings, text_encodings):
         scores = self.member_similarities(image_encodings, text_encodings)
-        return tf.add_n([self.mix[m] * self.comparable_scores(m, s) for m, s in enumerate(scores)])
+        return tf.add_n([self.member_weights[m] * self.comparable_scores(m, s) for m, s in enumerate(scores)])
 
     def pair_similarity(self, image_encodings, text_encodings):
         """The combined score of aligned pairs [P, ...] x [P, ...] -> [P],
         from each member's `pair_similarity`."""
         images = tf.split(image_encodings, self.image_sizes, axis=-1)
         texts = tf.split(text_encodings, self.text_sizes, axis=-1)
-        return tf.add_n([self.mix[m] * self.comparable_scores(m, tf.cast(member.pair_similarity(i, t), tf.float32))
+        return tf.add_n([self.member_weights[m] * self.comparable_scores(m, tf.cast(member.pair_similarity(i, t), tf.float32))
                          for m, (member, i, t) in enumerate(zip(self.members, images, texts))])
 
     def fit_split(self, train_split, dev_split, writer, seed):
@@ -315,7 +322,7 @@ class Ensemble(FittedModel):
             weights, grid_points = np.asarray(self.config.weights, np.float64), 0
         else:
             weights, grid_points = choose_weights(comparable, dev_split.caption_image, self.config.weight_step)
-        self.mix.assign(weights.astype(np.float32))
+        self.member_weights.assign(weights.astype(np.float32))
         fused = sum(w * s for w, s in zip(weights, comparable))
         return {
             "combination": self.config.combination,

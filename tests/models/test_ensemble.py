@@ -39,7 +39,7 @@ def members_of(run):
 def test_score_is_the_weighted_sum_of_the_standardised_member_scores(trained_ensemble):
     _, model = restore_model(trained_ensemble)
     center, scale, mix = np.array([0.3, -2.0, 0.1]), np.array([0.5, 4.0, 0.2]), np.array([0.2, 0.5, 0.3])
-    for variable, value in ((model.center, center), (model.scale, scale), (model.mix, mix)):
+    for variable, value in ((model.center, center), (model.scale, scale), (model.member_weights, mix)):
         variable.assign(value.astype(np.float32))
     rows = [0, 7, 42, 999]
     want = sum(w * (member_scores(d, "test", rows, TEXTS) - c) / s
@@ -58,7 +58,7 @@ def test_rank_combination_is_each_members_dev_distribution_function(trained_ense
     # Five quantiles per member around its scores, so every score is inside them.
     tables = [np.sort(np.concatenate([[s.min() - 1, s.max() + 1], np.quantile(s, [0.2, 0.5, 0.9])])) for s in raw]
     model.score_quantiles.assign(np.stack(tables).astype(np.float32))
-    model.mix.assign(np.array([0.5, 0.25, 0.25], np.float32))
+    model.member_weights.assign(np.array([0.5, 0.25, 0.25], np.float32))
     want = sum(w * np.interp(s, q, np.linspace(0, 1, 5)) for w, s, q in zip([0.5, 0.25, 0.25], raw, tables))
     np.testing.assert_allclose(ensemble_scores(model, "test", rows, TEXTS), want, rtol=1e-5, atol=1e-6)
 
@@ -101,7 +101,7 @@ def test_fit_standardises_on_dev_and_chooses_the_best_grid_point(trained_ensembl
     best = max(metrics.retrieval_metrics(sum(w * s for w, s in zip(p, z)), dev.caption_image)["rsum"] for p in grid)
     chosen = np.array(fit["weights"])
     assert fit["grid_points"] == len(grid) == 66 and fit["weights_from"] == "dev grid, step 0.1"
-    np.testing.assert_allclose(model.mix.numpy(), chosen, rtol=1e-6)
+    np.testing.assert_allclose(model.member_weights.numpy(), chosen, rtol=1e-6)
     assert metrics.retrieval_metrics(sum(w * s for w, s in zip(chosen, z)), dev.caption_image)["rsum"] == pytest.approx(best, abs=0.2)
     assert results["dev"]["rsum"] == pytest.approx(fit["dev_recall_sum"], abs=0.2)
     assert fit["dev_recall_sum"] >= max(fit["member_dev_recall_sums"])
@@ -200,6 +200,16 @@ def test_a_checkpoint_holds_every_member_weight(trained_ensemble, tmp_path):
     stored = tf.train.load_checkpoint(path).get_variable_to_shape_map()
     assert sum(1 for key in stored if key.startswith("model/")) == len(model.weights)
     assert len(model.weights) == 3 + sum(len(m.weights) for m in model.members)
+
+
+def test_the_member_weights_keep_their_checkpoint_key(trained_ensemble, tmp_path):
+    # Runs trained before `mix` became `member_weights` hold the weights
+    # under the old key; a checkpoint of today must hold them there too.
+    _, model = restore_model(trained_ensemble)
+    model.member_weights.assign([0.5, 0.2, 0.3])
+    reader = tf.train.load_checkpoint(tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt")))
+    np.testing.assert_array_equal(reader.get_tensor("model/mix/.ATTRIBUTES/VARIABLE_VALUE"), np.float32([0.5, 0.2, 0.3]))
+    assert not any("member_weights" in key for key in reader.get_variable_to_shape_map())
 
 
 def test_a_members_encoding_columns_hold_its_own_runs_encodings(trained, trained_fv, trained_ensemble, tmp_path):
