@@ -41,8 +41,9 @@ def test_word2visualvec_bars_of_docs_w2vv(test_metrics):
 
 def test_ensemble_bars_of_docs_ensemble(test_metrics):
     # The target: a dev-selected ensemble of quick members at 290 or
-    # more, on every seed; and the dev grid leaves gru out on every seed.
+    # more, on every seed; and the dev grid gives gru a weight of 0 on two
+    # seeds and 0.1 on the third, as docs/ensemble.md says.
     _, runs = report.read_snapshot(ROOT / "results" / "runs.json")
     seeds = ["ens-all-quick", "ens-all-quick-seed1", "ens-all-quick-seed2"]
     assert all(test_metrics[name]["rsum"] >= 290 for name in seeds)
-    assert all(runs[name]["fit"]["weights"][1] == 0 for name in seeds)
+    assert sorted(runs[name]["fit"]["weights"][1] for name in seeds) == [0, 0, 0.1]
