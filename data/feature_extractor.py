@@ -46,7 +46,8 @@ class FeatureExtractor(tf.Module):
         self.preprocess = preprocess
         self.crops = crops
         self.size = RESIZE if crops == 10 else CROP
-        # Traced once for all batches and splits (tracing ResNet-152 takes seconds).
+        # Traced once for all batches and splits (tracing ResNet-152 takes
+        # seconds), and for every function of an export that encodes images.
         self._encode = tf.function(
             self._encode_batch, input_signature=[tf.TensorSpec([None, self.size, self.size, 3], tf.float32)]
         )
@@ -62,7 +63,7 @@ class FeatureExtractor(tf.Module):
                            fn_output_signature=tf.TensorSpec([self.size, self.size, 3], tf.float32))
         # The backbones fail on an empty batch (in a convolution's BiasAdd or a
         # batch normalisation), which has no features to compute.
-        return tf.cond(tf.size(contents) > 0, lambda: self._encode_batch(images),
+        return tf.cond(tf.size(contents) > 0, lambda: self._encode(images),
                        lambda: tf.zeros([0, self.dim], tf.float32))
 
     def __call__(self, paths, batch_size):
