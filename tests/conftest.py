@@ -1,5 +1,8 @@
 """Fixtures shared by several test modules."""
 
+import os
+import shutil
+
 import pytest
 
 import train
@@ -29,6 +32,39 @@ def commands_without_kernel_variables(monkeypatch):
     command_line = records.command_line
     monkeypatch.setattr(records, "command_line",
                         lambda *args, environ=environ, **kwargs: command_line(*args, environ=environ, **kwargs))
+
+
+@pytest.fixture(scope="session")
+def made_once(tmp_path_factory):
+    """`made_once(name, make)`: the folder `name`, which `make(folder)`
+    makes, once a test session. pytest-xdist's workers (docs/testing.md)
+    share it: the first to ask makes it, holding a lock, while the others
+    wait for it; a folder whose making failed is made again by the next to
+    ask."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if "PYTEST_XDIST_WORKER" in os.environ else base  # a worker's base is in the session's
+
+    def made(name, make):
+        folder, done = root / name, root / f"{name}.done"
+        with FileLock(root / f"{name}.lock"):
+            if not done.exists():
+                shutil.rmtree(folder, ignore_errors=True)
+                make(folder)
+                done.touch()
+        return folder
+
+    return made
+
+
+def _trained_once(made_once, name, argv, **finish):
+    """The run `name` of `train.main(argv + --model-dir, **finish)`, made once a test session."""
+    return made_once(name, lambda folder: _train(argv, folder, **finish))
+
+
+def _train(argv, model_dir, **finish):
+    assert train.main([*argv, "--model-dir", str(model_dir)], **finish) == 0
 
 
 @pytest.fixture(scope="session")
@@ -69,34 +105,27 @@ def unusual_ids(sample_data, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def trained_bf16(tmp_path_factory):
+def trained_bf16(made_once):
     """The tiny `gru` run trained under mixed bfloat16."""
     from tests.helpers import skip_where_bfloat16_crashes
 
     skip_where_bfloat16_crashes()
-    model_dir = tmp_path_factory.mktemp("run") / "gru-bf16"
-    argv = ["--model", "gru", "--preset", "quick", "--model-dir", str(model_dir), *TINY,
-            "--set", "runtime.mixed_precision=bf16"]
-    assert train.main(argv) == 0
-    return model_dir
+    return _trained_once(made_once, "gru-bf16", ["--model", "gru", "--preset", "quick", *TINY,
+                                                 "--set", "runtime.mixed_precision=bf16"])
 
 
 @pytest.fixture(scope="session")
-def trained(tmp_path_factory):
+def trained(made_once):
     """A tiny `gru` run of the quick preset (160 training images, 2 epochs)."""
-    model_dir = tmp_path_factory.mktemp("run") / "gru"
-    assert train.main(["--model", "gru", "--preset", "quick", "--model-dir", str(model_dir), *TINY]) == 0
-    return model_dir
+    return _trained_once(made_once, "gru", ["--model", "gru", "--preset", "quick", *TINY])
 
 
 @pytest.fixture(scope="session")
-def trained_rcn(tmp_path_factory):
+def trained_rcn(made_once):
     """A tiny `rcn` run of the quick preset, logging every 3 steps."""
-    model_dir = tmp_path_factory.mktemp("run") / "rcn"
-    argv = ["--model", "rcn", "--preset", "quick", "--model-dir", str(model_dir), *TINY,
-            "--set", "train.max_train_images=64", "--set", "train.epochs=1", "--set", "train.log_every=3"]
-    assert train.main(argv) == 0
-    return model_dir
+    return _trained_once(made_once, "rcn", ["--model", "rcn", "--preset", "quick", *TINY,
+                                            "--set", "train.max_train_images=64", "--set", "train.epochs=1",
+                                            "--set", "train.log_every=3"])
 
 
 TINY_W2VV = [
@@ -107,12 +136,10 @@ TINY_W2VV = [
 
 
 @pytest.fixture(scope="session")
-def trained_w2vv(tmp_path_factory):
+def trained_w2vv(made_once):
     """A multi-scale Word2VisualVec run of the quick preset (GloVe-50),
     shrunk to 160 training images and one epoch."""
-    model_dir = tmp_path_factory.mktemp("run") / "w2vv"
-    assert train.main(["--model", "w2vv", "--preset", "quick", "--model-dir", str(model_dir), *TINY_W2VV]) == 0
-    return model_dir
+    return _trained_once(made_once, "w2vv", ["--model", "w2vv", "--preset", "quick", *TINY_W2VV])
 
 
 TINY_MCNN = [
@@ -122,40 +149,45 @@ TINY_MCNN = [
 
 
 @pytest.fixture(scope="session")
-def short_test_data(tmp_path_factory):
+def short_test_data(made_once):
     """The embedded data with a test split of its first 100 images only:
     for pairwise models, whose test evaluation scores every image-caption
-    pair (5 million on the whole split)."""
-    import numpy as np
+    pair (5 million on the whole split). One folder for every worker: the
+    runs trained on it record its path."""
 
-    from tests.helpers import EMBEDDED_DATA
+    def make(root):
+        import numpy as np
 
-    root = tmp_path_factory.mktemp("short_test_data")
-    for split in ("train", "dev"):
-        for suffix in ("ims.npy", "caps.txt", "ids.txt"):
-            (root / f"{split}_{suffix}").symlink_to(EMBEDDED_DATA / f"{split}_{suffix}")
-    np.save(root / "test_ims.npy", np.load(EMBEDDED_DATA / "test_ims.npy")[:100])
-    for suffix, lines in (("caps.txt", 500), ("ids.txt", 100)):
-        kept = (EMBEDDED_DATA / f"test_{suffix}").read_text().splitlines()[:lines]
-        (root / f"test_{suffix}").write_text("\n".join(kept) + "\n")
-    return root
+        from tests.helpers import EMBEDDED_DATA
+
+        root.mkdir()
+        for split in ("train", "dev"):
+            for suffix in ("ims.npy", "caps.txt", "ids.txt"):
+                (root / f"{split}_{suffix}").symlink_to(EMBEDDED_DATA / f"{split}_{suffix}")
+        np.save(root / "test_ims.npy", np.load(EMBEDDED_DATA / "test_ims.npy")[:100])
+        for suffix, lines in (("caps.txt", 500), ("ids.txt", 100)):
+            kept = (EMBEDDED_DATA / f"test_{suffix}").read_text().splitlines()[:lines]
+            (root / f"test_{suffix}").write_text("\n".join(kept) + "\n")
+
+    return made_once("short_test_data", make)
 
 
 @pytest.fixture(scope="session")
-def trained_mcnn_members(tmp_path_factory, short_test_data):
+def trained_mcnn_members(made_once, short_test_data):
     """The four m-CNNs of the quick preset at tiny sizes: {variant: model
     dir}. `st` is tested on 100 images and exported; the others, members
     of the ensemble only, are their best checkpoints (no results.json, no
     SavedModel)."""
-    root = tmp_path_factory.mktemp("mcnn")
-    members = {}
-    for variant in ("wd", "phs", "phl", "st"):
-        members[variant] = root / variant
-        argv = ["--model", f"mcnn-{variant}", "--preset", "quick", "--model-dir", str(members[variant]),
-                "--data", str(short_test_data), *TINY_MCNN]
-        finished = variant == "st"
-        assert train.main(argv, evaluate_test=finished, export=finished) == 0
-    return members
+    variants = ("wd", "phs", "phl", "st")
+
+    def make(root):
+        for variant in variants:
+            finished = variant == "st"
+            _train(["--model", f"mcnn-{variant}", "--preset", "quick", "--data", str(short_test_data), *TINY_MCNN],
+                   root / variant, evaluate_test=finished, export=finished)
+
+    root = made_once("mcnn", make)
+    return {variant: root / variant for variant in variants}
 
 
 @pytest.fixture(scope="session")
@@ -164,59 +196,47 @@ def trained_mcnn_st(trained_mcnn_members):
 
 
 @pytest.fixture(scope="session")
-def trained_mcnn_ens(trained_mcnn_members, short_test_data, tmp_path_factory):
+def trained_mcnn_ens(trained_mcnn_members, short_test_data, made_once):
     """m-CNN_ENS assembled by train.py from the four tiny members."""
-    model_dir = tmp_path_factory.mktemp("mcnn") / "ens"
     members = ",".join(str(trained_mcnn_members[v]) for v in ("wd", "phs", "phl", "st"))
-    argv = ["--model", "mcnn-ens", "--preset", "quick", "--model-dir", str(model_dir), "--data", str(short_test_data),
-            "--set", f"model.members={members}", "--set", "train.validate_max_images=50"]
-    assert train.main(argv) == 0
-    return model_dir
+    return _trained_once(made_once, "mcnn-ens", ["--model", "mcnn-ens", "--preset", "quick",
+                                                 "--data", str(short_test_data), "--set", f"model.members={members}",
+                                                 "--set", "train.validate_max_images=50"])
 
 
 @pytest.fixture(scope="session")
-def trained_fne(tmp_path_factory):
+def trained_fne(made_once):
     """A tiny `poe` run of the quick preset on the per-layer features
     through the Full-Network Embedding (`--image-features fne`)."""
-    model_dir = tmp_path_factory.mktemp("run") / "poe-fne"
-    argv = ["--model", "poe", "--preset", "quick", "--image-features", "fne", "--model-dir", str(model_dir), *TINY,
-            "--set", "train.epochs=1"]
-    assert train.main(argv) == 0
-    return model_dir
+    return _trained_once(made_once, "poe-fne", ["--model", "poe", "--preset", "quick", "--image-features", "fne",
+                                                *TINY, "--set", "train.epochs=1"])
 
 
 @pytest.fixture(scope="session")
-def trained_ensemble(trained, trained_fv, trained_fne, tmp_path_factory):
+def trained_ensemble(trained, trained_fv, trained_fne, made_once):
     """The zoo ensemble of three families on two kinds of features (`gru`
     and Fisher vectors on `ims`, an FNE pipeline on `stages`), its weights
     chosen on the first 200 dev images."""
-    model_dir = tmp_path_factory.mktemp("run") / "ensemble"
-    argv = ["--model", "ensemble", "--model-dir", str(model_dir),
-            "--set", f"model.members={trained},{trained_fv},{trained_fne}", "--set", "train.validate_max_images=200"]
-    assert train.main(argv) == 0
-    return model_dir
+    return _trained_once(made_once, "ensemble", ["--model", "ensemble",
+                                                 "--set", f"model.members={trained},{trained_fv},{trained_fne}",
+                                                 "--set", "train.validate_max_images=200"])
 
 
 @pytest.fixture(scope="session")
-def trained_fv(tmp_path_factory):
+def trained_fv(made_once):
     """An HGLMM Fisher-vector model of the quick preset (GloVe-50, ICA),
     with 8 components and 3 EM iterations, its CCA fitted on 300 training
     images and its ridge chosen on 100 dev images."""
-    model_dir = tmp_path_factory.mktemp("run") / "fv"
-    argv = ["--model", "fv-hglmm", "--preset", "quick", "--model-dir", str(model_dir),
-            "--set", "model.num_components=8", "--set", "model.em_iterations=3",
-            "--set", "model.cca_etas=[0.001,0.01]", "--set", "train.max_train_images=300",
-            "--set", "train.validate_max_images=100"]
-    assert train.main(argv) == 0
-    return model_dir
+    return _trained_once(made_once, "fv", ["--model", "fv-hglmm", "--preset", "quick",
+                                           "--set", "model.num_components=8", "--set", "model.em_iterations=3",
+                                           "--set", "model.cca_etas=[0.001,0.01]", "--set", "train.max_train_images=300",
+                                           "--set", "train.validate_max_images=100"])
 
 
 @pytest.fixture(scope="session")
-def trained_rerank(trained, trained_mcnn_ens, short_test_data, tmp_path_factory):
+def trained_rerank(trained, trained_mcnn_ens, short_test_data, made_once):
     """The two-stage run of the tiny `gru` (first stage) and the tiny m-CNN
     ensemble (second), k chosen on 50 dev images, tested on 100 images."""
-    model_dir = tmp_path_factory.mktemp("rerank") / "gru-mcnn-ens"
-    argv = ["--model", "rerank", "--model-dir", str(model_dir), "--data", str(short_test_data),
-            "--set", f"model.members={trained},{trained_mcnn_ens}", "--set", "train.validate_max_images=50"]
-    assert train.main(argv) == 0
-    return model_dir
+    return _trained_once(made_once, "gru-mcnn-ens", ["--model", "rerank", "--data", str(short_test_data),
+                                                     "--set", f"model.members={trained},{trained_mcnn_ens}",
+                                                     "--set", "train.validate_max_images=50"])

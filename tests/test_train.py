@@ -153,18 +153,19 @@ def test_saved_model_matches_keras_model_in_a_fresh_process(run, request, fresh_
     assert out["signatures"] == sorted(["encode_image", "encode_text", "score", "similarity", "serving_default", *images])
 
 
-def test_existing_run_is_not_overwritten_and_a_finished_run_resumes_to_no_op(trained, capsys):
-    before = (trained / "checkpoints" / "checkpoint").read_text()
-    assert train.main(["--model", "gru", "--model-dir", str(trained), *TINY]) == 2
+def test_existing_run_is_not_overwritten_and_a_finished_run_resumes_to_no_op(trained, tmp_path, capsys):
+    run = shutil.copytree(trained, tmp_path / trained.name)  # a copy to resume: other tests read the run as trained
+    before = (run / "checkpoints" / "checkpoint").read_text()
+    assert train.main(["--model", "gru", "--model-dir", str(run), *TINY]) == 2
     assert "already holds a training run" in capsys.readouterr().err
-    assert (trained / "checkpoints" / "checkpoint").read_text() == before
+    assert (run / "checkpoints" / "checkpoint").read_text() == before
     # The run is complete: resuming it trains no further step.
-    first = json.loads((trained / "results.json").read_text())
-    assert train.main(["--model-dir", str(trained), "--resume"]) == 0
-    assert (trained / "checkpoints" / "checkpoint").read_text() == before
+    first = json.loads((run / "results.json").read_text())
+    assert train.main(["--model-dir", str(run), "--resume"]) == 0
+    assert (run / "checkpoints" / "checkpoint").read_text() == before
     # Its time is that of both processes.
-    results = json.loads((trained / "results.json").read_text())
-    pieces = json.loads((trained / "time_spent.json").read_text())["pieces"]
+    results = json.loads((run / "results.json").read_text())
+    pieces = json.loads((run / "time_spent.json").read_text())["pieces"]
     assert results["pieces"] == first["pieces"] + 1 == len(pieces)
     assert results["wall_seconds"] == pytest.approx(sum(piece["wall_seconds"] for piece in pieces), abs=0.1)
     assert results["wall_seconds"] > first["wall_seconds"] and results["epochs"] == first["epochs"]
@@ -172,9 +173,10 @@ def test_existing_run_is_not_overwritten_and_a_finished_run_resumes_to_no_op(tra
     assert results["command"] == first["command"] and "--resume" not in results["command"]
 
 
-def test_export_only(trained, caplog):
-    assert train.main(["--model-dir", str(trained), "--export-only"]) == 0
-    assert (trained / "saved_model" / "saved_model.pb").exists()
+def test_export_only(trained, tmp_path, caplog):
+    run = shutil.copytree(trained, tmp_path / trained.name)  # a copy to export again: other tests load the run's export
+    assert train.main(["--model-dir", str(run), "--export-only"]) == 0
+    assert (run / "saved_model" / "saved_model.pb").exists()
     # TensorFlow's notice that captured lookup tables and variables are renamed (internal names) is dropped.
     assert not [record for record in caplog.records if "renamed" in record.getMessage()]
 
