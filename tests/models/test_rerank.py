@@ -85,11 +85,12 @@ def test_pair_similarity_of_every_family_here_is_its_similarity_of_those_pairs(t
 
 @pytest.fixture(scope="module")
 def gru_ensemble_rerank(trained, trained_ensemble, tmp_path_factory):
-    """`gru` proposes, the zoo ensemble holding that very run re-ranks."""
+    """`gru` proposes, the zoo ensemble holding that very run re-ranks. Its
+    one test reads its checkpoint: no test evaluation, no export."""
     model_dir = tmp_path_factory.mktemp("rerank") / "gru-ensemble"
     assert train.main(["--model", "rerank", "--model-dir", str(model_dir),
                        "--set", f"model.members={trained},{trained_ensemble}", "--set", "model.k=3",
-                       "--set", "train.validate_max_images=50"]) == 0
+                       "--set", "train.validate_max_images=50"], evaluate_test=False, export=False) == 0
     return model_dir
 
 
