@@ -47,6 +47,22 @@ def ranking_positions(sims):
     return positions
 
 
+def best_true_positions(sims, is_true):
+    """`min(ranking_positions(sims)[r, c] for the true columns c of row r)`:
+    the 0-based position of each row's best-ranked true column. Counted,
+    not sorted, where it is the number of columns scored above the row's
+    best true score: where no other column has that score and the row has
+    no NaN (which the sort puts first); the other rows are sorted. Every row
+    needs a true column."""
+    best = np.where(is_true, sims, -np.inf).max(axis=1)
+    positions = (sims > best[:, None]).sum(axis=1)
+    sorted_rows = np.flatnonzero(((sims == best[:, None]).sum(axis=1) > 1) | np.isnan(sims).any(axis=1))
+    if len(sorted_rows):
+        positions[sorted_rows] = np.where(is_true[sorted_rows], ranking_positions(sims[sorted_rows]),
+                                          sims.shape[1]).min(axis=1)
+    return positions
+
+
 def image_annotation_ranks(sims, caption_image, image_index=None):
     """Ranks of the best-ranked true caption of each image (i2t).
 
@@ -66,8 +82,7 @@ def image_annotation_ranks(sims, caption_image, image_index=None):
     is_true = caption_image[None, :] == np.asarray(image_index)[:, None]
     if not is_true.any(axis=1).all():
         raise ValueError("an image has no caption in `caption_image`")
-    positions = np.where(is_true, ranking_positions(sims), sims.shape[1])
-    return 1 + positions.min(axis=1).astype(np.int64)
+    return 1 + best_true_positions(sims, is_true).astype(np.int64)
 
 
 def image_annotation_average_precision(sims, caption_image, image_index=None):
@@ -120,9 +135,9 @@ def image_retrieval_ranks(sims, caption_image):
     Returns:
       int64 [n_columns], 1-based ranks.
     """
-    positions = ranking_positions(np.asarray(sims).T)
-    rows = np.arange(positions.shape[0])
-    return 1 + positions[rows, np.asarray(caption_image)].astype(np.int64)
+    sims = np.asarray(sims).T
+    is_true = np.asarray(caption_image)[:, None] == np.arange(sims.shape[1])[None, :]
+    return 1 + best_true_positions(sims, is_true).astype(np.int64)
 
 
 def rank_summary(ranks):
@@ -226,8 +241,7 @@ def sentence_similarity_ranks(text_sims, caption_image, text_index=None):
     if alone.any():
         raise ValueError(f"caption {int(np.asarray(text_index)[np.argmax(alone)])} is the only one of its image: "
                          "it has no other caption to retrieve (see captions_with_partners)")
-    positions = np.where(is_true, ranking_positions(text_sims), text_sims.shape[1])
-    return 1 + positions.min(axis=1).astype(np.int64)
+    return 1 + best_true_positions(text_sims, is_true).astype(np.int64)
 
 
 def average_metrics(results):

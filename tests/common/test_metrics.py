@@ -43,6 +43,14 @@ def test_ties_are_ordered_as_vsepp_numpy_argsort_reversed():
     np.testing.assert_array_equal(metrics.image_retrieval_ranks(sims, CAPTION_IMAGE), [2] * 5 + [1] * 5)
 
 
+def test_a_nan_score_ranks_first_as_in_vsepp_numpy_argsort_reversed():
+    # numpy.argsort puts NaN last, so reversed it comes first: above every score, though no score is below it.
+    caption_image = np.array([0, 1, 1])
+    sims = np.array([[0.5, np.nan, 0.9], [0.2, 0.1, 0.3]])
+    np.testing.assert_array_equal(metrics.image_annotation_ranks(sims, caption_image), [3, 1])
+    np.testing.assert_array_equal(metrics.image_retrieval_ranks(sims, caption_image), [1, 2, 2])
+
+
 def test_duplicate_captions_rank_as_in_vsepp_code():
     rng = np.random.default_rng(3)
     caption_image = np.repeat(np.arange(50), 5)
