@@ -24,8 +24,6 @@ def commands_without_kernel_variables(monkeypatch):
     its kernels (ONEDNN_MAX_CPU_ISA=AVX2, ...: `common.records.command_line`);
     the tests' expected commands are those of an environment without them,
     so that the suite passes under a user's own cap too."""
-    import os
-
     from common import machine, records
 
     environ = {name: value for name, value in os.environ.items() if name not in machine.KERNEL_VARIABLES}
