@@ -337,8 +337,10 @@ def build(config, vocabulary, image_dim):
 # (docs/mcnn.md, table mcnn-lr-paper). The best rate falls as the network
 # widens: at the quick sizes (64 maps, 128 hidden units) 0.3 is best for
 # `mcnn-st` and `mcnn-wd` alike (table mcnn-lr), but at the paper's 200-300
-# maps and 400 hidden units `mcnn-wd` stays at chance at 0.3. (A first sweep,
-# on `mcnn-st` at the quick sizes only, gave every member 0.3.)
+# maps and 400 hidden units `mcnn-wd` stays at chance at 0.3. (An earlier
+# sweep, on `mcnn-st` at the quick sizes only, gave every member 0.3.) Not
+# finished: `mcnn-phl` (1.0 leads 0.3 by 4.5, within the noise; 3.0 is next)
+# and `mcnn-phs`; both keep 0.3 until their sweeps end.
 PAPER_LEARNING_RATES = {"wd": 0.1, "phs": 0.3, "phl": 0.3, "st": 0.3}
 
 
