@@ -340,7 +340,7 @@ def build(config, vocabulary, image_dim):
 # maps and 400 hidden units `mcnn-wd` stays at chance at 0.3. (An earlier
 # sweep, on `mcnn-st` at the quick sizes only, gave every member 0.3.) Not
 # finished: `mcnn-phl` (1.0 leads 0.3 by 4.5, within the noise; 3.0 is next)
-# and `mcnn-phs`; both keep 0.3 until their sweeps end.
+# and `mcnn-phs` (0.3 beats 0.1; 1.0 is next); both keep 0.3 until then.
 PAPER_LEARNING_RATES = {"wd": 0.1, "phs": 0.3, "phl": 0.3, "st": 0.3}
 
 
