@@ -339,9 +339,9 @@ def build(config, vocabulary, image_dim):
 # them. `mcnn-wd` at 0.3 leads 0.1 in the sweep (239.8 against 218.9), but
 # a 100-epoch run of the same seed at 0.3 stayed at chance, so `mcnn-wd`
 # keeps 0.1. `mcnn-phl`'s 1.0 leads 0.3 by 4.5, within the noise of 200 dev
-# images, and 3.0 diverges; `mcnn-phs`'s 1.0 leads 0.3 by 9.1. (At the
-# quick sizes, 64 maps and 128 hidden units, 0.3 is best for `mcnn-st` and
-# `mcnn-wd` alike: table mcnn-lr.)
+# images, `mcnn-phs`'s 1.0 leads 0.3 by 9.1, and both diverge at 3.0. (At
+# the quick sizes, 64 maps and 128 hidden units, 0.3 is best for `mcnn-st`
+# and `mcnn-wd` alike: table mcnn-lr.)
 PAPER_LEARNING_RATES = {"wd": 0.1, "phs": 1.0, "phl": 1.0, "st": 0.3}
 
 
