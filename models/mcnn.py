@@ -57,8 +57,8 @@ Readings taken where the paper is silent:
   VGG-19 or OverFeat end to end: a deviation for a CPU budget); W_im is
   d x (feature size).
 - Training: SGD (the paper's), batches of 128 ("100~150"), learning rate
-  0.1 for wd and 0.3 for the others (not given; see
-  `PAPER_LEARNING_RATES`), at most 100 epochs with early
+  per member (not given; chosen by sweeps, see `PAPER_LEARNING_RATES`),
+  at most 100 epochs with early
   stopping after 10 validations without a better dev rsum ("early-stopping"),
   no gradient clipping (none in the paper).
 - The ensemble sums the members' raw scores ("summing the matching scores"),
