@@ -190,8 +190,9 @@ class Trainer:
     def train(self, prepared):
         """Trains the prepared model by gradient steps, or fits it (a
         `FittedModel`), validating and checkpointing as it goes; returns
-        what a fit chose (None for gradient training). Ctrl-C saves the
-        run's time and says what is kept."""
+        what a fit chose (None for gradient training). Ctrl-C (or, in
+        gradient training, SIGTERM: `engine.stop_signals`) saves the run's
+        time and says what is kept."""
         model, loop, train_split = prepared.model, prepared.loop, prepared.train_split
         if isinstance(model, FittedModel):
             log.info("plan: %s", self._plan(f"fitted to {len(train_split.captions):,} training captions "

@@ -3,6 +3,7 @@ epochs of steps over the training batches, validation on dev, the best and
 the latest checkpoints, the phases of a curriculum, and a fitted model's
 single fit and validation."""
 
+import contextlib
 import logging
 
 import numpy as np
@@ -13,6 +14,7 @@ from common.errors import InputError, error_reason
 from data import pipeline
 from engine import evaluation
 from engine.scoring import CheckpointScorer
+from engine.stop_signals import StopRequest, stop_requests
 from engine.train_step import make_train_step
 
 log = logging.getLogger("train")
@@ -83,12 +85,28 @@ class TrainingLoop:
         self._enter_phase()
 
     def train(self, train_data):
+        """Trains by gradient steps until the last phase is over. A SIGINT
+        or SIGTERM stops it between two steps, with a checkpoint of the
+        step it stopped at (`engine.stop_signals`): KeyboardInterrupt."""
+        with self._stop_requests() as stop_request:
+            self._train(train_data, stop_request)
+
+    def _stop_requests(self):
+        # The workers of a cluster would stop at different steps, waiting
+        # for one another: there a signal acts at once.
+        if isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            return contextlib.nullcontext(StopRequest())
+        return stop_requests()
+
+    def _train(self, train_data, stop_request):
         tc = self.cfg.train
         self._log_hparams()
         # Gradient norms and the model's diagnostics, summarised between log
         # steps (see `diagnostics`).
         window = diagnostics.WindowSummary()
         while not self.stop:
+            if stop_request:
+                raise KeyboardInterrupt  # asked for during the validation that ended the epoch, which checkpointed
             if self._phase_over():
                 if int(self.state.phase) == self.model.num_phases - 1:
                     break
@@ -144,10 +162,17 @@ class TrainingLoop:
                     self.state.step_in_epoch.assign(0)
                 if epoch_done:
                     bar.close()
-                if epoch_done or (tc.validate_every and step % tc.validate_every == 0):
+                validated = epoch_done or (tc.validate_every and step % tc.validate_every == 0)
+                if validated:
                     self._validate_and_save()
                     if self.stop or self._phase_over():
                         break
+                if stop_request:
+                    if not validated:
+                        self._save_time_spent()
+                        _save(self.last, step)  # mid-epoch: a resumed run goes on from the next step
+                    bar.close()
+                    raise KeyboardInterrupt
             bar.close()
 
     def fit_split(self, train_split):

@@ -315,6 +315,36 @@ def test_sigkill_then_resume_ends_where_an_uninterrupted_run_ends(trained, tmp_p
             assert resumed[split][name] == pytest.approx(value, abs=1e-6), (split, name)
 
 
+@pytest.mark.slow  # over 10 s on 2 cores
+def test_sigterm_mid_epoch_checkpoints_that_step_and_resume_ends_where_an_uninterrupted_run_ends(
+        trained, tmp_path, monkeypatch, capsys):
+    from engine import run_pace
+
+    model_dir = tmp_path / "stopped"
+    tick = run_pace.RunPace.tick
+
+    def tick_then_sigterm_at_step_4(pace, step):
+        tick(pace, step)
+        if step == 4:  # mid-epoch, before the first validation (step 7)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(run_pace.RunPace, "tick", tick_then_sigterm_at_step_4)
+    argv = ["--model", "gru", "--preset", "quick", *TINY, "--model-dir", str(model_dir)]
+    assert train.main(argv) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"interrupted: the training state is kept in {model_dir / 'checkpoints' / 'ckpt-4'}; "
+        f"continue with `python train.py --model-dir {model_dir} --resume`")
+    monkeypatch.undo()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert train.main(["--model-dir", str(model_dir), "--resume"]) == 0
+    expected = json.loads((trained / "results.json").read_text())
+    resumed = json.loads((model_dir / "results.json").read_text())
+    assert resumed["pieces"] == 2
+    for split in ("dev", "test"):
+        for name, value in expected[split].items():
+            assert resumed[split][name] == pytest.approx(value, abs=1e-6), (split, name)
+
+
 def _digests(directory):
     """{relative path: (size, mtime)} of every file below `directory`."""
     return {str(p.relative_to(directory)): (p.stat().st_size, p.stat().st_mtime_ns)
