@@ -320,7 +320,7 @@ def test_sigterm_mid_epoch_checkpoints_that_step_and_resume_ends_where_an_uninte
         trained, tmp_path, monkeypatch, capsys):
     from engine import run_pace
 
-    model_dir = tmp_path / "stopped"
+    model_dir, before = tmp_path / "stopped", signal.getsignal(signal.SIGTERM)
     tick = run_pace.RunPace.tick
 
     def tick_then_sigterm_at_step_4(pace, step):
@@ -335,7 +335,7 @@ def test_sigterm_mid_epoch_checkpoints_that_step_and_resume_ends_where_an_uninte
         f"interrupted: the training state is kept in {model_dir / 'checkpoints' / 'ckpt-4'}; "
         f"continue with `python train.py --model-dir {model_dir} --resume`")
     monkeypatch.undo()
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert signal.getsignal(signal.SIGTERM) is before
     assert train.main(["--model-dir", str(model_dir), "--resume"]) == 0
     expected = json.loads((trained / "results.json").read_text())
     resumed = json.loads((model_dir / "results.json").read_text())

@@ -18,7 +18,8 @@ table's order) is, in RUNS/NAME:
                (an ensemble's members) are taken from RUNS too.
 The commands run one at a time with this Python, from the repository's
 folder; the first that fails stops the reproduction (a run it leaves is
-continued by the next call). Then the table is printed from RUNS and the
+continued by the next call). Ctrl-C or a SIGTERM stops the run under way
+between two steps, with a checkpoint, and then the reproduction. Then the table is printed from RUNS and the
 snapshot, a run of RUNS replacing the snapshot's run of the same name
 (`python -m tools.report RUNS --snapshot SNAPSHOT --update README.md
 docs/*.md` puts all the tables into the docs). Recorded reports
@@ -28,6 +29,7 @@ are printed with the table.
 
 import argparse
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +38,7 @@ from common.errors import InputError, run_command
 from tools import report
 
 REPO = Path(__file__).resolve().parent.parent
+STOPPED = 130  # train.py's exit status when a signal stopped it
 
 
 def parse_args(argv):
@@ -65,13 +68,35 @@ def _run(args):
     if args.dry_run:
         return 0
     for name, command in plan:
-        if command is not None and subprocess.run([sys.executable, *command[1:]], cwd=REPO).returncode:
+        status = 0 if command is None else run_train_command(command)
+        if status == STOPPED:
+            raise KeyboardInterrupt(f"{args.runs}/{name} stopped with a checkpoint; the table is not rendered "
+                                    "(run this again to continue it)")
+        if status:
             raise InputError(f"{args.runs}/{name}: `{shlex.join(command)}` failed; the table is not rendered "
                              "(run this again to continue it)")
     root, runs, origins = report.read_runs_and_snapshot(args.runs, args.snapshot)
     block = report.render([table], papers, runs, root, args.tables, origins).get(table["id"])
     print(block if block is not None else f"none of the runs of table {table['id']!r} is there")
     return 0
+
+
+def run_train_command(command):
+    """Runs a `python train.py ...` command with this Python; returns its
+    exit status. A stop reaches the run as it would in a terminal of its
+    own, and this waits while it stops between two steps with a checkpoint
+    (docs/training.md): Ctrl-C, which the terminal sends to the whole
+    foreground process group, is left to the run, and a SIGTERM is passed
+    on to it."""
+    process = subprocess.Popen([sys.executable, *command[1:]], cwd=REPO)
+    # Set after the start: the run keeps its own reaction to SIGINT.
+    previous = {signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN),
+                signal.SIGTERM: signal.signal(signal.SIGTERM, lambda number, frame: process.send_signal(number))}
+    try:
+        return process.wait()
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def _table(tables, table_id, source):

@@ -1,7 +1,11 @@
 """One command reproduces a results table: it trains only the runs that have not finished."""
 
 import json
+import os
 import shutil
+import signal
+import threading
+import time
 
 import pytest
 
@@ -111,6 +115,53 @@ def test_a_table_with_a_finished_and_an_interrupted_run_trains_only_the_interrup
     before = (runs / "interrupted" / "results.json").read_bytes()
     assert reproduce.main(argv) == 0
     assert (runs / "interrupted" / "results.json").read_bytes() == before
+
+
+# A stand-in for train.py: says it has started (a file), then runs for a
+# minute unless it is stopped; a SIGTERM ends it with train.py's "stopped" status.
+RUN = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(130)); "
+       "open(sys.argv[1], 'w').close(); time.sleep(float(sys.argv[2]))")
+
+
+def _signal_this_process_once(started, number):
+    """Sends this process `number` once the file `started` exists."""
+    def send():
+        while not started.exists():
+            time.sleep(0.01)
+        os.kill(os.getpid(), number)
+    threading.Thread(target=send, daemon=True).start()
+
+
+def test_a_sigterm_is_passed_on_to_the_run_and_waited_for(tmp_path):
+    started, before = tmp_path / "started", signal.getsignal(signal.SIGTERM)
+    _signal_this_process_once(started, signal.SIGTERM)
+    began = time.monotonic()
+    assert reproduce.run_train_command(["python", "-c", RUN, str(started), "60"]) == reproduce.STOPPED
+    assert time.monotonic() - began < 30
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_ctrl_c_is_left_to_the_run(tmp_path):
+    # The terminal sends Ctrl-C to the run too; here only this process gets
+    # it, and the run goes on to its end.
+    started, before = tmp_path / "started", signal.getsignal(signal.SIGINT)
+    _signal_this_process_once(started, signal.SIGINT)
+    assert reproduce.run_train_command(["python", "-c", RUN, str(started), "1"]) == 0
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_stopped_run_stops_the_reproduction_before_the_table(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(reproduce, "run_train_command", lambda command: reproduce.STOPPED)
+    tables = tmp_path / "tables.toml"
+    tables.write_text('[[table]]\nid = "t"\nlabels = ["run"]\ncolumns = ["rsum"]\n'
+                      'rows = [{ run = "a", labels = ["a"], command = "python train.py --model gru" }]\n')
+    (tmp_path / "papers.toml").write_text(PAPERS)
+    snapshot = _snapshot(tmp_path / "runs.json", {"old": "python train.py --model gru"})
+    argv = ["t", "--runs", str(tmp_path / "runs"), "--snapshot", str(snapshot), "--tables", str(tables),
+            "--papers", str(tmp_path / "papers.toml")]
+    assert reproduce.main(argv) == 130
+    assert capsys.readouterr().err.strip() == (f"interrupted: {tmp_path / 'runs'}/a stopped with a checkpoint; "
+                                               "the table is not rendered (run this again to continue it)")
 
 
 def test_a_table_of_commands_without_runs_says_how_to_make_them(tmp_path):
