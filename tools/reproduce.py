@@ -20,12 +20,11 @@ The commands run one at a time with this Python, from the repository's
 folder; the first that fails stops the reproduction (a run it leaves is
 continued by the next call). Ctrl-C or a SIGTERM stops the run under way
 between two steps, with a checkpoint, and then the reproduction. Then the
-table is printed from RUNS and the
-snapshot, a run of RUNS replacing the snapshot's run of the same name
-(`python -m tools.report RUNS --snapshot SNAPSHOT --update README.md
-docs/*.md` puts all the tables into the docs). Recorded reports
-(benchmarks: a table's `record` rows) are not re-run here; their commands
-are printed with the table.
+table is printed from RUNS and the snapshot, a run of RUNS replacing the
+snapshot's run of the same name (`python -m tools.report RUNS --snapshot
+SNAPSHOT --update README.md docs/*.md` puts all the tables into the docs).
+Recorded reports (benchmarks: a table's `record` rows) are not re-run
+here; their commands are printed with the table.
 """
 
 import argparse
