@@ -88,7 +88,13 @@ def rank_all(similarity, image_encodings, text_encodings, caption_image):
       image_encodings, text_encodings: encodings of a whole split (or fold).
       caption_image: int [n_captions].
     """
-    sims = score_matrix(similarity, image_encodings, text_encodings)
+    return rank_matrix(score_matrix(similarity, image_encodings, text_encodings), caption_image)
+
+
+def rank_matrix(sims, caption_image):
+    """`rank_all`'s ranks and average precisions of a computed matrix
+    [n_images, n_captions], ranked one block of images (or captions) at a
+    time."""
     i2t, i2t_ap = [], []
     for a in range(0, len(sims), IMAGE_BLOCK):
         block, rows = sims[a : a + IMAGE_BLOCK], np.arange(a, min(a + IMAGE_BLOCK, len(sims)))
@@ -99,6 +105,13 @@ def rank_all(similarity, image_encodings, text_encodings, caption_image):
         for a in range(0, sims.shape[1], CAPTION_BLOCK)
     ]
     return np.concatenate(i2t), np.concatenate(t2i), np.concatenate(i2t_ap)
+
+
+def evaluate_scores(sims, caption_image):
+    """The metric dictionary of a computed score matrix [n_images,
+    n_captions] of a whole split (a fitted model's dev scores,
+    `models.base.Fit`), ranked as `evaluate` ranks a model's."""
+    return metrics.metrics_from_ranks(*rank_matrix(sims, np.asarray(caption_image)))
 
 
 def score_matrix(similarity, image_encodings, text_encodings):

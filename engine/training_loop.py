@@ -181,9 +181,10 @@ class TrainingLoop:
         self._log_hparams()
         fit = self.model.fit_split(train_split, self.dev_split, self.train_writer, self.cfg.train.seed)
         log.info("fit: %s", ", ".join(f"{name} {value:.4g}" if isinstance(value, float) else f"{name} {value}"
-                                      for name, value in fit.items()))
-        self._validate_and_save()
-        return fit
+                                      for name, value in fit.chosen.items()))
+        self._validate_and_save(None if fit.dev_scores is None else
+                                evaluation.evaluate_scores(fit.dev_scores, self.dev_split.caption_image))
+        return fit.chosen
 
     def _phase_over(self):
         """Whether the current phase has used its epochs, or (a phase before
@@ -230,9 +231,12 @@ class TrainingLoop:
         # only the selection metric.
         return evaluation.evaluate(self.scorer, self.dev_split, sentence_similarity=False)
 
-    def _validate_and_save(self):
+    def _validate_and_save(self, result=None):
+        """Validates (from `result`, the dev metrics, when the caller has
+        them), logs, keeps the best checkpoint and counts the patience."""
         tc = self.cfg.train
-        result = self.validate_metrics()
+        if result is None:
+            result = self.validate_metrics()
         step = int(self.state.global_step)
         with self.dev_writer.as_default(step=step):
             for name, value in result.items():

@@ -6,6 +6,7 @@ import abc
 import dataclasses
 
 import keras
+import numpy as np
 import tensorflow as tf
 from keras import ops
 
@@ -227,6 +228,24 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
         return f"word vectors cover {100 * coverage:.1f}% of the vocabulary"
 
 
+@dataclasses.dataclass(frozen=True)
+class Fit:
+    """What `FittedModel.fit_split` did.
+
+    Attributes:
+      chosen: what the fit chose (e.g. a regularisation), by name: numbers
+        or strings. It is logged and written to results.json as "fit".
+      dev_scores: the fitted model's scores of every pair of the dev split
+        given to the fit, [n_images, n_captions], when the fit computed
+        them: the trainer validates by ranking them instead of scoring dev
+        a second time (for an ensemble of pairwise m-CNNs that second
+        scoring is a third of the run). None: the trainer scores dev.
+    """
+
+    chosen: dict
+    dev_scores: np.ndarray | None = None
+
+
 class FittedModel(RetrievalModel):
     """A model fitted without gradient descent (in closed form, or assembled
     from trained models): the trainer calls `fit_split` instead of running
@@ -243,9 +262,7 @@ class FittedModel(RetrievalModel):
           seed: seeds any random choice.
 
         Returns:
-          A dict of what the fit chose (e.g. a regularisation), by name:
-          numbers or strings. It is logged and written to results.json as
-          "fit".
+          A `Fit`.
         """
 
     def pair_loss(self, image_encodings, text_encodings, image_index):

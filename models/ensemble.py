@@ -73,7 +73,7 @@ from common.wording import counted
 from data import splits
 from data.vocabulary import PAD, UNK, Vocabulary
 from models import registry
-from models.base import FittedModel, ModelConfig
+from models.base import Fit, FittedModel, ModelConfig
 from models.restore import load_trained_run, restore_best_weights
 
 COMBINATIONS = ("zscore", "rank", "sum")
@@ -307,24 +307,26 @@ class Ensemble(FittedModel):
     def fit_split(self, train_split, dev_split, writer, seed):
         """Loads each member's best weights from its run directory, then
         fits the combination's statistics and (unless fixed) weights on
-        `dev_split`; the training split is not used."""
+        `dev_split`; the training split is not used. Returns a `Fit` with
+        the fitted ensemble's dev scores."""
         for member, run in zip(self.members, self.member_runs):
             restore_best_weights(member, run.directory)
         images, texts = self._encode(dev_split)
         blocks = [self.member_similarities(images[a : a + IMAGE_BLOCK], texts)
                   for a in range(0, len(images), IMAGE_BLOCK)]
-        dev_scores = [np.concatenate([block[m].numpy() for block in blocks]) for m in range(len(blocks[0]))]
-        for index, (run, scores) in enumerate(zip(self.member_runs, dev_scores)):
+        member_scores = [np.concatenate([block[m].numpy() for block in blocks]) for m in range(len(blocks[0]))]
+        for index, (run, scores) in enumerate(zip(self.member_runs, member_scores)):
             self._fit_statistics(index, run.directory, scores)
-        comparable = [self.comparable_scores(m, tf.constant(s)).numpy() for m, s in enumerate(dev_scores)]
+        comparable = [self.comparable_scores(m, tf.constant(s)).numpy() for m, s in enumerate(member_scores)]
         own = [round(metrics.recall_sum(s, dev_split.caption_image), 2) for s in comparable]
         if self.config.weights:
             weights, grid_points = np.asarray(self.config.weights, np.float64), 0
         else:
             weights, grid_points = choose_weights(comparable, dev_split.caption_image, self.config.weight_step)
         self.member_weights.assign(weights.astype(np.float32))
-        fused = sum(w * s for w, s in zip(weights, comparable))
-        return {
+        # The dev scores of the fitted model, in its own float32 arithmetic.
+        fused = sum(w * s for w, s in zip(self.member_weights.numpy(), comparable))
+        chosen = {
             "combination": self.config.combination,
             "weights": [round(float(w), 6) for w in weights],
             "weights_from": "model.weights" if self.config.weights else f"dev grid, step {self.config.weight_step:g}",
@@ -333,6 +335,7 @@ class Ensemble(FittedModel):
             "member_dev_recall_sums": own,
             "members": list(self.config.members),
         }
+        return Fit(chosen, dev_scores=fused)
 
     def _encode(self, split):
         """The ensemble's encodings of a split's images and captions."""

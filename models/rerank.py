@@ -60,7 +60,7 @@ from common.errors import InputError
 from data import splits
 from data.vocabulary import Vocabulary
 from models import ensemble, registry
-from models.base import FittedModel, ModelConfig, Stage
+from models.base import Fit, FittedModel, ModelConfig, Stage
 from models.restore import load_trained_run, restore_best_weights
 
 # Dev images scored at a time, against every dev caption, by either stage in the fit.
@@ -220,7 +220,9 @@ class Rerank(FittedModel):
         """Loads both stages' best weights from their run directories,
         then chooses `k` on `dev_split` unless `config.k` is set; the
         training split is not used. Scores every dev pair by both stages
-        (the full re-ranking is the reference of the choice)."""
+        (the full re-ranking is the reference of the choice). Its `Fit`
+        holds no dev scores: a two-stage ranking is not one matrix, and the
+        trainer's validation scores only the second stage's listed pairs."""
         for stage, run in zip(self._stages, self.stage_runs):
             restore_best_weights(stage, run.directory)
         images = self.encode_image(tf.constant(dev_split.images))
@@ -240,7 +242,7 @@ class Rerank(FittedModel):
         within = [k for k, result in by_k.items() if result["rsum"] >= full - self.config.k_margin]
         chosen = self.config.k if self.config.k is not None else (within[0] if within else every)
         self.list_length.assign(chosen)
-        return {
+        return Fit({
             "k": chosen,
             "k_from": ("model.k" if self.config.k is not None else
                        f"dev: the smallest k of the grid within {self.config.k_margin:g} rsum of the full re-ranking"
@@ -252,7 +254,7 @@ class Rerank(FittedModel):
             "dev_list_recall_by_k": {str(k): [round(result["i2t_list_recall"], 2), round(result["t2i_list_recall"], 2)]
                                      for k, result in by_k.items()},
             "members": list(self.config.members),
-        }
+        })
 
     def _check_shared_encodings(self, dev_split, images, texts, sample=256):
         """`InputError` unless the first stage's own encodings of dev

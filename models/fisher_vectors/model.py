@@ -61,7 +61,7 @@ from layers.canonical_projection import CanonicalProjection
 from layers.cosine_similarity import CosineSimilarity
 from layers.fisher_vector import FisherVector
 from layers.text_vectorizer import TextVectorizer
-from models.base import FittedModel, ModelConfig
+from models.base import Fit, FittedModel, ModelConfig
 from models.fisher_vectors import cca, mixtures
 
 # Sentence encodings and the mixtures they need (Table 1's rows).
@@ -184,7 +184,8 @@ class FisherVectorModel(FittedModel):
 
     def fit_split(self, train_split, dev_split, writer, seed=0):
         """ICA and mixtures on the word vectors, CCA on the training pairs,
-        its ridge by dev rsum; returns what the fit chose."""
+        its ridge by dev rsum; returns a `Fit` with the chosen ridge's dev
+        scores."""
         sample = self.fit_word_table(seed)
         summary = self.fit_mixtures(sample, seed, writer)
         empty = 0
@@ -204,17 +205,18 @@ class FisherVectorModel(FittedModel):
             power = self.config.cca_weight_power
             text = _unit(projection.project_x(dev_sentences, power))
             image = _unit(projection.project_y(dev_split.images, power))
-            rsum = metrics.retrieval_metrics(image @ text.T, dev_split.caption_image)["rsum"]
+            scores = image @ text.T
+            rsum = metrics.retrieval_metrics(scores, dev_split.caption_image)["rsum"]
             with writer.as_default(step=step):
                 tf.summary.scalar("cca/eta", eta)
                 tf.summary.scalar("cca/dev_rsum", rsum)
             if best is None or rsum > best[0]:
-                best = (rsum, projection)
-        rsum, projection = best
+                best = (rsum, projection, scores)
+        rsum, projection, scores = best
         self.text_projection.set_projection(projection.mean_x, projection.w_x, projection.correlations)
         self.image_projection.set_projection(projection.mean_y, projection.w_y, projection.correlations)
         summary.update(cca_eta=float(projection.eta), cca_dev_rsum=float(rsum), training_captions_without_known_word=empty)
-        return summary
+        return Fit(summary, dev_scores=scores)
 
     def fit_word_table(self, seed):
         """Fits ICA on a seeded sample of the vocabulary's vectors (at most

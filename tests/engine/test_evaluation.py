@@ -32,6 +32,14 @@ def test_full_protocol_in_blocks_equals_the_whole_matrix(monkeypatch):
     assert result == metrics.retrieval_metrics(dot(images, texts), caption_image)
 
 
+def test_a_computed_matrix_in_blocks_equals_the_whole_matrix(monkeypatch):
+    images, texts, caption_image = encodings(300, seed=1)
+    monkeypatch.setattr(evaluation, "IMAGE_BLOCK", 64)
+    monkeypatch.setattr(evaluation, "CAPTION_BLOCK", 333)
+    sims = dot(images, texts)
+    assert evaluation.evaluate_scores(sims, caption_image) == metrics.retrieval_metrics(sims, caption_image)
+
+
 @pytest.mark.slow  # over 10 s on 2 cores
 def test_5fold1k_averages_folds_of_1000_images():
     images, texts, caption_image = encodings(2000)

@@ -1,4 +1,4 @@
-"""The trainer's training step and phases (a curriculum such as Vilalta et al.'s PH)."""
+"""The trainer's training step and phases (a curriculum such as Vilalta et al.'s PH), and a fitted model's validation."""
 
 import json
 import logging
@@ -13,9 +13,12 @@ import train
 from common.config import TrainConfig
 from common.errors import InputError
 from common.metrics import METRIC_NAMES
-from engine import runtime, training, training_loop
+from data.splits import load_experiment_splits
+from engine import evaluation, runtime, training, training_loop
+from engine.scoring import CheckpointScorer
 from engine.train_step import make_optimizer, make_train_step
 from layers.hinge_losses import MaxOfHinges, SumOfHinges
+from models.restore import restore_model
 from tests.conftest import TINY
 from tests.helpers import skip_where_bfloat16_crashes
 from tests.models.test_registered_models import batch, tiny_model
@@ -335,3 +338,26 @@ def test_the_full_network_embeddings_statistics_are_the_training_images(trained_
     np.testing.assert_allclose(checkpoint.get_tensor(std_key), np.where(train.std(axis=0) > 0, train.std(axis=0), 1.0),
                                rtol=1e-3, atol=1e-4)
     assert np.abs(checkpoint.get_tensor(mean_key) - dev.mean(axis=0)).max() > 100 * 1e-4
+
+
+@pytest.mark.parametrize("fixture", ["trained_fv", "trained_ensemble"])
+def test_a_fitted_runs_dev_metrics_are_its_best_checkpoints_evaluation(fixture, request):
+    # Validated from the fit's own dev scores (`models.base.Fit`), against
+    # the route of every other validation: the evaluation of the run's best
+    # checkpoint, which scores dev with the restored model.
+    run = request.getfixturevalue(fixture)
+    config, _ = restore_model(run)
+    _, dev, _ = load_experiment_splits(config.data, validate_max_images=config.train.validate_max_images)
+    want = evaluation.evaluate(CheckpointScorer.from_model_dir(run), dev, sentence_similarity=False)
+    assert json.loads((run / "results.json").read_text())["dev"] == pytest.approx(want, abs=1e-6)
+
+
+def test_a_fitted_model_is_validated_from_its_fit_without_scoring_dev_again(trained, trained_fv, monkeypatch,
+                                                                             tmp_path):
+    scored = []
+    monkeypatch.setattr(training_loop.TrainingLoop, "validate_metrics", lambda loop: scored.append(1))
+    argv = ["--model", "ensemble", "--model-dir", str(tmp_path / "run"), "--set", f"model.members={trained},{trained_fv}",
+            "--set", "train.validate_max_images=100"]
+    assert train.main(argv, export=False) == 0
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert not scored and results["dev"]["rsum"] == pytest.approx(results["fit"]["dev_recall_sum"], abs=0.5)
