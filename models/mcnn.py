@@ -89,6 +89,8 @@ from models.restore import load_experiment
 # three convolutions, into the MLP (st).
 IMAGE_LAYER = {"wd": 1, "phs": 2, "phl": 3, "st": 4}
 VARIANTS = tuple(IMAGE_LAYER)
+# Which non-matching pairs eq. 10 meets (`MCNNConfig.negatives`).
+NEGATIVES = ("sampled", "batch", "hardest")
 
 
 @dataclasses.dataclass
@@ -111,8 +113,19 @@ class MCNNConfig(VocabularyConfig):
         at least 22, for three valid convolutions and poolings.
       dropout: drop rate on the MLP's hidden layers (0.1).
       margin: mu of eq. 10 (0.5).
+      negatives: which non-matching pairs eq. 10 meets, per positive and
+        direction: "sampled" (the paper's "randomly sampled" pairs:
+        `negatives_per_pair` batch neighbours, their hinges summed), "batch"
+        (every item of the batch with another image, the hinges averaged, so
+        the loss keeps the scale of one sampled pair) or "hardest" (the
+        highest-scoring item of the batch with another image, VSE++'s max of
+        hinges). The last two score all B x B pairs of a batch.
       negatives_per_pair: random non-matching pairs per positive and
-        direction (1, the paper's sampling).
+        direction (1, the paper's sampling), for `negatives="sampled"`.
+      image_adapter: hidden sizes of a ReLU MLP between the frozen image
+        features and eq. 1 (empty: none, as the paper, which fine-tunes the
+        image CNN itself; a stand-in for the fine-tuning that frozen
+        features cannot have).
       max_block_elements: `similarity` scores pairs in blocks whose joint
         representation holds at most this many floats (2^24 = 64 MB).
       tokenizer: "treebank" (keeps punctuation) or "alnum".
@@ -130,7 +143,9 @@ class MCNNConfig(VocabularyConfig):
     max_length: int = setting(30, minimum=1)
     dropout: float = setting(0.1, minimum=0, below=1)
     margin: float = setting(0.5, minimum=0)
+    negatives: str = setting("sampled", choices=NEGATIVES)
     negatives_per_pair: int = setting(1, minimum=1)
+    image_adapter: tuple[int, ...] = setting((), minimum=1)
     max_block_elements: int = setting(2**24, minimum=1)
     tokenizer: str = "treebank"
     vocab_min_count: int = 1
@@ -179,6 +194,10 @@ class MCNNModel(RetrievalModel):
         self.image_layer = IMAGE_LAYER[config.variant]
         self.vectorizer = TextVectorizer(vocabulary.tokens, tokenizer=config.tokenizer)
         self.word_embedding = keras_layers.Embedding(len(vocabulary), config.word_dim)
+        # Created only when asked for: runs without one keep their checkpoints' layout.
+        if config.image_adapter:
+            self.image_adapter = keras.Sequential(
+                [keras_layers.Dense(units, activation="relu") for units in config.image_adapter], name="image_adapter")
         self.image_projection = keras_layers.Dense(config.embed_dim, activation="relu", name="image_projection")  # eq. 1
         self.lengths = stage_lengths(config.max_length, config.window)
         # Named attributes, not a list (TF checkpoints do not see layers held
@@ -233,6 +252,8 @@ class MCNNModel(RetrievalModel):
         return ops.concatenate([ops.reshape(text, (-1, text.shape[1] * text.shape[2])), gate], axis=-1)
 
     def encode_image(self, image_features, training=False):
+        if self.config.image_adapter:
+            image_features = self.image_adapter(image_features)
         image = self.image_projection(image_features)
         if self.image_layer == IMAGE_LAYER["st"]:
             return self.joint.image_part(image)
@@ -286,11 +307,17 @@ class MCNNModel(RetrievalModel):
         return scores[:n_images, :n_texts]
 
     def pair_loss(self, image_encodings, text_encodings, image_index):
-        """Eq. 10 in both directions, on random non-matching pairs: the k-th
-        positive's negatives are its batch neighbours k+1 .. k+m (a random
-        sample, the batch being one), once as a wrong sentence for the image
-        and once as a wrong image for the sentence; pairs sharing an image
+        """Eq. 10 in both directions, each positive meeting the non-matching
+        pairs of `config.negatives` once as a wrong sentence for its image
+        and once as a wrong image for its sentence; pairs sharing an image
         are no negatives. Mean over the batch's positive pairs."""
+        if self.config.negatives == "sampled":
+            return self._sampled_pairs_loss(image_encodings, text_encodings, image_index)
+        return self._batch_pairs_loss(image_encodings, text_encodings, image_index)
+
+    def _sampled_pairs_loss(self, image_encodings, text_encodings, image_index):
+        """The k-th positive's negatives are its batch neighbours k+1 .. k+m
+        (a random sample, the batch being one); their hinges summed."""
         shifts = range(1, self.config.negatives_per_pair + 1)
         images = [image_encodings] * (1 + len(shifts)) + [ops.roll(image_encodings, -s, axis=0) for s in shifts]
         texts = [text_encodings] + [ops.roll(text_encodings, -s, axis=0) for s in shifts] + [text_encodings] * len(shifts)
@@ -306,6 +333,23 @@ class MCNNModel(RetrievalModel):
         hinges = ops.relu(margin - positive + wrong_sentence) + ops.relu(margin - positive + wrong_image)
         return ops.sum(ops.where(distinct, hinges, 0.0)) / ops.cast(ops.shape(positive)[0], "float32")
 
+    def _batch_pairs_loss(self, image_encodings, text_encodings, image_index):
+        """Every pair of the batch scored ([B, B]: image i, sentence j); the
+        k-th positive meets row k's and column k's other images' items,
+        averaged ("batch") or the hardest ("hardest")."""
+        scores = ops.cast(
+            self.score_pairs(image_encodings[:, None], text_encodings[None], training=True), "float32")
+        positive = ops.diagonal(scores)
+        distinct = image_index[:, None] != image_index[None, :]
+        margin = self.config.margin
+        wrong_sentence = ops.where(distinct, ops.relu(margin - positive[:, None] + scores), 0.0)  # row: image k
+        wrong_image = ops.where(distinct, ops.relu(margin - positive[None, :] + scores), 0.0)  # column: sentence k
+        if self.config.negatives == "hardest":
+            hinges = ops.max(wrong_sentence, axis=1) + ops.max(wrong_image, axis=0)
+        else:
+            count = ops.maximum(ops.sum(ops.cast(distinct, "float32"), axis=1), 1.0)  # symmetric: rows = columns
+            hinges = (ops.sum(wrong_sentence, axis=1) + ops.sum(wrong_image, axis=0)) / count
+        return ops.mean(hinges)
 
 
 def prepare_ensemble(config):

@@ -57,6 +57,8 @@ def literal_score(model, image_features, ids, variant=None):
     ids = list(ids[ids != 0][: cfg.max_length]) + [0] * cfg.max_length
     ids = np.array(ids[: cfg.max_length])
     sequence = model.word_embedding.embeddings.numpy()[ids] * (ids != 0)[:, None]  # zero vectors padded
+    for dense in model.image_adapter.layers if cfg.image_adapter else []:
+        image_features = relu(image_features @ dense.kernel.numpy() + dense.bias.numpy())
     image = relu(image_features @ model.image_projection.kernel.numpy() + model.image_projection.bias.numpy())
     image_layer = IMAGE_LAYER[variant]
     for layer in (1, 2, 3):
@@ -143,6 +145,53 @@ def test_pair_loss_is_eq_10_both_ways_on_the_batch_neighbours(variant, seed, neg
     assert 0 < np.count_nonzero(hinges) < len(hinges)
     loss = model.pair_loss(image_encodings, text_encodings, tf.constant(image_index))
     np.testing.assert_allclose(float(loss), sum(hinges) / 6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("variant, negatives", [("phl", "batch"), ("phl", "hardest"), ("st", "batch"), ("st", "hardest")])
+def test_pair_loss_on_every_pair_of_the_batch_is_eq_10_averaged_or_at_the_hardest(variant, negatives):
+    model = random_model(variant, seed=2, negatives=negatives)
+    images = np.random.default_rng(5).uniform(size=(6, IMAGE_DIM)).astype(np.float32)
+    ids = token_ids([3, 9, 1, 14, 6, 2], seed=1)
+    image_index = np.array([0, 1, 1, 2, 3, 4])  # pairs 1 and 2 share an image
+    sims = np.array([[literal_score(model, image, row) for row in ids] for image in images])
+    hardest, average, hinges = [], [], []
+    for k in range(6):
+        others = [m for m in range(6) if image_index[m] != image_index[k]]
+        wrong_sentences = [max(0, 0.5 - sims[k, k] + sims[k, m]) for m in others]  # image k, sentence m
+        wrong_images = [max(0, 0.5 - sims[k, k] + sims[m, k]) for m in others]  # sentence k, image m
+        hardest.append(max(wrong_sentences) + max(wrong_images))
+        average.append((sum(wrong_sentences) + sum(wrong_images)) / len(others))
+        hinges += wrong_sentences + wrong_images
+    # Inputs where some hinges are 0 and the two readings differ.
+    assert 0 < np.count_nonzero(hinges) < len(hinges)
+    assert abs(np.mean(hardest) - np.mean(average)) > 0.05
+    per_positive = hardest if negatives == "hardest" else average
+    loss = model.pair_loss(model.encode_image(images), model.encode_text(tf.constant(ids)), tf.constant(image_index))
+    np.testing.assert_allclose(float(loss), np.mean(per_positive), rtol=1e-5)
+
+
+def test_pair_loss_modes_differ_on_the_same_batch():
+    """The three readings of "non-matching pairs" are different losses on
+    one batch (a guard that the switch reaches the loss)."""
+    images = np.random.default_rng(6).uniform(size=(5, IMAGE_DIM)).astype(np.float32)
+    ids = tf.constant(token_ids([3, 9, 1, 14, 6], seed=2))
+    losses = []
+    for negatives in ("sampled", "batch", "hardest"):
+        model = random_model("st", seed=3, negatives=negatives)
+        losses.append(float(model.pair_loss(model.encode_image(images), model.encode_text(ids), tf.range(5))))
+    assert len({round(loss, 6) for loss in losses}) == 3
+
+
+@pytest.mark.parametrize("variant", ["wd", "st"])
+def test_image_adapter_is_a_relu_mlp_before_eq_1(variant):
+    model = random_model(variant, seed=4, image_adapter=(9, 5))
+    assert [dense.kernel.shape for dense in model.image_adapter.layers] == [(IMAGE_DIM, 9), (9, 5)]
+    assert model.image_projection.kernel.shape == (5, 7)
+    ids = token_ids([2, 5, 12])
+    images = np.random.default_rng(7).uniform(-1, 1, size=(2, IMAGE_DIM)).astype(np.float32)
+    got = model.similarity(model.encode_image(images), model.encode_text(tf.constant(ids))).numpy()
+    want = np.array([[literal_score(model, image, row) for row in ids] for image in images])
+    assert_same_scores(got, want)
 
 
 def test_training_dropout_is_on_the_hidden_layer_of_each_pair():
