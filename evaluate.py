@@ -22,14 +22,14 @@ import argparse
 import sys
 
 from common import records
-from common.errors import InputError, count, run_command
+from common.errors import ArgumentParser, InputError, count, run_command
 from data import provenance
 from engine import evaluation, projector
 from engine.arguments import add_model_and_split_arguments, data_root, load_model_and_split
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_and_split_arguments(parser)
     parser.add_argument("--protocol", default="full", choices=evaluation.PROTOCOLS)
     parser.add_argument("--batch-size", type=count, default=256)

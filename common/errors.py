@@ -2,18 +2,29 @@
 
 Command-line entry points catch it and print its message as a single line
 before exiting with status 2, so every message must name the file or the
-argument at fault and say what is wrong with it.
+argument at fault and say what is wrong with it. Their argument parsers
+(`ArgumentParser`) say what is wrong with the arguments the same way: one
+line, `error: <message>`, and status 2.
 """
+
+import argparse
 
 
 class InputError(Exception):
     """A user-facing, one-line description of bad input."""
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser whose errors (an unknown option, a missing or bad
+    value) are one `error: ...` line and status 2, as `run_command`'s
+    (argparse's own print the usage, then `PROG: error: ...`)."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message}\n")
+
+
 def count(text, minimum=1):
     """An argparse type: an integer of at least `minimum` (1 by default)."""
-    import argparse
-
     try:
         value = int(text)
     except ValueError:

@@ -37,7 +37,7 @@ from typing import Any, Callable, ClassVar
 
 from common import machine
 from common.errors import InputError
-from common.files import check_output_file, write_json_atomically
+from common.files import check_output_file, read_text, write_json_atomically
 
 VERSION = 1
 RECORD_OPTION = "--record"
@@ -303,11 +303,30 @@ def versions():
     return {"python": platform.python_version(), "tensorflow": tensorflow}
 
 
+def check_replaceable(path, option, command):
+    """Refuses (an `InputError` naming `option` and `path`) to write the
+    record of `command` over a file that holds anything but a record of the
+    same command: a record is replaced only by a newer one of its own
+    command, so no command loses another's (or a user's file)."""
+    if not os.path.exists(path):
+        return
+    try:
+        held = json.loads(read_text(path))
+    except (InputError, json.JSONDecodeError):
+        held = None
+    recorded = held.get("command") if isinstance(held, dict) else None
+    if recorded != command:
+        holds = f"the record of `{recorded}`" if isinstance(recorded, str) else "no record of a command"
+        raise InputError(f"{option} {path}: holds {holds}, which the record of `{command}` would replace; "
+                         "give another file, or remove that one first")
+
+
 class Recording:
     """The record of one measuring command: created at its start, which
     checks `path` (an `InputError` naming `option`, --record or --json,
-    unless a file can be written there) and takes the date and the load
-    average; `write(reports)` at its end writes the `Measurement`.
+    unless a file can be written there that holds no other command's
+    record: `check_replaceable`) and takes the date and the load average;
+    `write(reports)` at its end writes the `Measurement`.
 
     With `path` None (no --record) it checks and writes nothing.
     """
@@ -315,6 +334,7 @@ class Recording:
     def __init__(self, path, command, option=RECORD_OPTION):
         if path is not None:
             check_output_file(path, option)
+            check_replaceable(path, option, command)
         self.path = path
         self.command = command
         self.date = utc_now()

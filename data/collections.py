@@ -33,7 +33,6 @@ written into a staging folder beside `--out` and renamed into place at
 the end, so an error or an interruption leaves `--out` as it was.
 """
 
-import argparse
 import ast
 import json
 import os
@@ -45,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from common import files
-from common.errors import InputError, run_command
+from common.errors import ArgumentParser, InputError, run_command
 from data import readers
 from data.bigfile import BigFile, write_bigfile
 
@@ -276,7 +275,7 @@ def _check_existing_collection(out, split, lines):
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description="Writes a precomp folder as bigfile collections.")
+    parser = ArgumentParser(description="Writes a precomp folder as bigfile collections.")
     parser.add_argument("--precomp", required=True, help="a folder in the precomp layout")
     parser.add_argument("--out", required=True,
                         help="the root folder of the collections: new or empty, or holding these collections "

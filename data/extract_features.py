@@ -63,14 +63,14 @@ import sys
 from pathlib import Path
 
 from common import files
-from common.errors import InputError, run_command
+from common.errors import ArgumentParser, InputError, run_command
 from data import provenance, readers
 
 log = logging.getLogger("extract_features")
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", required=True, help="folder of the image files")
     parser.add_argument("--out", required=True, help="output folder (precomp layout)")
     source = parser.add_mutually_exclusive_group(required=True)

@@ -20,14 +20,14 @@ import argparse
 import json
 import sys
 
-from common.errors import InputError, count, run_command
+from common.errors import ArgumentParser, InputError, count, run_command
 from common.files import check_file, check_output_file
 from engine.arguments import check_saved_model
 from search import collection, store
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m search", description=__doc__,
+    parser = ArgumentParser(prog="python -m search", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     index = commands.add_parser("index", help="encode a folder of images or a caption file into an index")

@@ -20,12 +20,12 @@ import logging
 import shutil
 import sys
 
-from common.errors import InputError, count, run_command
+from common.errors import ArgumentParser, InputError, count, run_command
 from search.store import IMAGE_BATCH, SHARD_ITEMS
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m search.beam", description=__doc__,
+    parser = ArgumentParser(prog="python -m search.beam", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--saved-model", required=True, help="a SavedModel with the encode_image_bytes signature")
     parser.add_argument("--images", required=True, metavar="DIR", help="a folder of JPEG/PNG images (recursively)")

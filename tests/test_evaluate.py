@@ -45,7 +45,7 @@ def test_evaluate_reproduces_training_numbers_from_checkpoint_and_export(run, re
     assert config["runtime"]["mixed_precision"] == ("bf16" if run == "trained_bf16" else "none")
     data = config["data"]["path"]  # a SavedModel does not know it
     for source in (["--model-dir", str(trained)], ["--saved-model", str(trained / "saved_model")]):
-        out = tmp_path / "metrics.json"
+        out = tmp_path / f"{source[0].lstrip('-')}.json"  # a record file is only ever replaced by its own command's
         assert evaluate.main([*source, "--data", data, "--json", str(out)]) == 0
         assert json.loads(out.read_text())["command"] == shlex.join(["python", "evaluate.py", *source, "--data", data])
         got = evaluated_metrics(out)  # the record's one report

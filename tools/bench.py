@@ -108,7 +108,7 @@ import time
 import numpy as np
 
 from common import machine, records
-from common.errors import InputError, count, run_command
+from common.errors import ArgumentParser, InputError, count, run_command
 from data import splits
 from tools import hardware
 from tools.timing import add_experiment_arguments, peak_rss_mb, time_training, untrained_model
@@ -116,7 +116,7 @@ from tools.worker import Worker
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", action="append", help="registered model (repeatable; default gru)")
     add_experiment_arguments(parser)
     parser.add_argument("--eval-split", default="test")

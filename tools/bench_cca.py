@@ -22,14 +22,14 @@ import time
 import numpy as np
 
 from common import records
-from common.errors import InputError, count, run_command
+from common.errors import ArgumentParser, InputError, count, run_command
 
 SIGNAL_DIM = 64  # the random views' shared signal
 MEMINFO = "/proc/meminfo"
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=lambda text: count(text, 2), required=True, help="paired training rows")
     parser.add_argument("--text-dim", type=count, required=True,
                         help="sentence vector size (the paper's GMM+HGLMM: 36000; one mixture: 18000)")

@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from common import records
-from common.errors import count, run_command
+from common.errors import ArgumentParser, count, run_command
 
 BENCHMARKS = ("em", "hglmm-fit", "word-table", "encoding")
 POLICIES = ("gaussian", "hybrid")  # the EM modes timed: a GMM's and the HGLMM's
@@ -57,7 +57,7 @@ COMPONENT_BLOCKS = (1, 2, 4, 8, 30)  # FisherVector's, timed by `encoding`
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--benchmark", choices=BENCHMARKS, default="em", help="what to time (default em)")
     parser.add_argument("--large", action="store_true",
                         help="em: also a random 300,000 x 300 sample (slow: more than 10 minutes here)")

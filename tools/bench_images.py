@@ -21,14 +21,14 @@ import time
 from pathlib import Path
 
 from common import records
-from common.errors import InputError, count, run_command
+from common.errors import ArgumentParser, InputError, count, run_command
 from data.readers import JPEG_PNG_EXTENSIONS
 
 SAMPLE_IMAGES = Path(__file__).resolve().parent.parent / "data" / "flickr8k_images_sample"
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--saved-model", required=True, help="an export with encode_image_bytes (train.py)")
     parser.add_argument("--images", default=str(SAMPLE_IMAGES), help="a folder of JPEG or PNG files (default: %(default)s)")
     parser.add_argument("--batch-sizes", default="1,64", help="comma-separated batch sizes (default: %(default)s)")

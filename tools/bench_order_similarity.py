@@ -19,11 +19,11 @@ import time
 import numpy as np
 
 from common import records
-from common.errors import count, run_command
+from common.errors import ArgumentParser, count, run_command
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=count, required=True, metavar="N",
                         help="images to rank against 5N captions")
     parser.add_argument("--dim", type=count, default=1024, help="embedding size")

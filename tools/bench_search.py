@@ -54,7 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from common import progress, records
-from common.errors import InputError, count, run_command
+from common.errors import ArgumentParser, InputError, count, run_command
 from search import store
 
 LATENT = 64
@@ -64,7 +64,7 @@ TWO_STAGE_TARGET_SECONDS = 1.0  # issue 36: a two-stage query over 100,000 photo
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--saved-model", help="take the encoding size from this export")
     parser.add_argument("--dim", type=count, default=1024, help="encoding size without --saved-model (default 1024, "
                         "the quick gru's)")

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from common import machine, records
-from common.errors import count, run_command
+from common.errors import ArgumentParser, count, run_command
 from tools.timing import (
     add_experiment_arguments,
     significant,
@@ -44,7 +44,7 @@ from tools.worker import Worker
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("vsepp", metavar="VSEPP_CLONE", help="a clone of github.com/fartashf/vsepp")
     parser.add_argument("--model", default="gru", help="a registered model with a VSEConfig (default gru)")
     add_experiment_arguments(parser)

@@ -31,6 +31,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from common.errors import ArgumentParser
 from data import efficientnet_lite
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "data" / "efficientnet_lite0" / "efficientnet_lite0.weights.h5"
@@ -112,7 +113,7 @@ def compare_with_pytorch(model, checkpoint):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", help="efficientnet-lite0-57934424.pth (default: the installed package's)")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="the Keras weights file (default: %(default)s)")
     args = parser.parse_args(argv)

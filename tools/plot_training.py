@@ -26,7 +26,7 @@ import math
 import sys
 from pathlib import Path
 
-from common.errors import InputError, run_command
+from common.errors import ArgumentParser, InputError, run_command
 from common.files import check_output_file
 from common.wording import counted
 
@@ -34,7 +34,7 @@ DEFAULT_PANELS = ("loss", "grad_norm_max", "dev:rsum")
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", help="model directories written by train.py")
     parser.add_argument("--panel", action="append", help="[dev:]TAG (repeatable; default: %(default)s)")
     parser.add_argument("--label", action="append", help="a legend label per run (default: the directory name)")

@@ -42,14 +42,14 @@ from pathlib import Path
 import numpy as np
 
 from common import reranking
-from common.errors import count, count_or_zero, run_command
+from common.errors import ArgumentParser, count, count_or_zero, run_command
 from common.files import check_output_file
 from data.readers import find_image_files, image_file
 from engine.arguments import add_model_and_split_arguments, load_model_and_split
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_and_split_arguments(parser)
     parser.add_argument("--images", metavar="DIR",
                         help="folder of the split's images, by image id (e.g. JPEGs); it may hold only some of them: "

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from common import machine, records
-from common.errors import InputError
+from common.errors import ArgumentParser, InputError
 from common.files import check_output_file, write_json_atomically
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,7 +52,7 @@ _PLURALS = {"error": "errors", "warning": "warnings"}
 def parse_args(argv=None):
     """Namespace(out, pytest_args): `--out FILE` (or `--out=FILE`) is
     ours, every other argument pytest's, in its order."""
-    parser = argparse.ArgumentParser(prog="python -m tools.time_tests", usage="%(prog)s [PYTEST ARGS...] [--out FILE]",
+    parser = ArgumentParser(prog="python -m tools.time_tests", usage="%(prog)s [PYTEST ARGS...] [--out FILE]",
                                      description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     argv = list(sys.argv[1:] if argv is None else argv)
     out, pytest_args = DEFAULT_OUT, []
@@ -97,13 +97,18 @@ def _cpu_seconds_of_children():
     return usage.ru_utime + usage.ru_stime
 
 
+def pytest_command(pytest_args):
+    """The command line of the timed run, as the README writes it (run with this interpreter)."""
+    return ["python", "-m", "pytest", *pytest_args]
+
+
 def time_tests(pytest_args, out=None, output=None):
     """Runs `python -m pytest *pytest_args` from the repository's root, its
     output passed through to `output` (default: stdout), and returns (its
     exit status, the record described in the module's docstring), written
     to `out` when given."""
     output = sys.stdout if output is None else output
-    command = ["python", "-m", "pytest", *pytest_args]  # as the README writes it; run with this interpreter
+    command = pytest_command(pytest_args)
     date = records.utc_now()
     load_start = machine.load_average()
     cpu_start = _cpu_seconds_of_children()
@@ -134,6 +139,7 @@ def main(argv=None):
     args = parse_args(argv)
     try:
         check_output_file(args.out, "--out")  # before the suite's minutes, not after
+        records.check_replaceable(args.out, "--out", shlex.join(pytest_command(args.pytest_args)))
         status, record = time_tests(args.pytest_args, args.out)
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)

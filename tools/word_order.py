@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from common import records
-from common.errors import InputError, count, count_or_zero, run_command
+from common.errors import ArgumentParser, InputError, count, count_or_zero, run_command
 from data import readers, splits
 from data.embedded import EMBEDDED_DATA
 
@@ -133,7 +133,7 @@ def table5_row(scorer, split):
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", action="append", default=[], help="a directory written by train.py (repeatable)")
     parser.add_argument("--saved-model", action="append", default=[], help="an exported SavedModel (repeatable)")
     parser.add_argument("--data", help="precomp or collections data folder (default: the model's, else the embedded "

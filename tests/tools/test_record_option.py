@@ -36,3 +36,20 @@ def test_every_benchmark_refuses_a_record_path_it_cannot_write_before_any_work(m
     assert main([*argv, "--record", str(path)]) == 2  # and the work, stubbed to fail, never began
     out, err = capsys.readouterr()
     assert out == "" and err == f"error: --record {path}: {message}\n"  # one line: not even the hardware lines
+
+
+@pytest.mark.parametrize(("held", "holds"), [
+    ('{"command": "python -m tools.bench --model rcn"}', "the record of `python -m tools.bench --model rcn`"),
+    ("my notes", "no record of a command"),
+])
+@pytest.mark.parametrize(("main", "argv", "work"), COMMANDS.values(), ids=COMMANDS.keys())
+def test_every_benchmark_refuses_to_replace_a_file_but_its_own_commands_record(main, argv, work, held, holds, tmp_path,
+                                                                              monkeypatch, capsys):
+    monkeypatch.setattr(*work, _must_not_run)
+    path = tmp_path / "record.json"
+    path.write_text(held)
+    assert main([*argv, "--record", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"error: --record {path}: holds {holds}, which the record of `python -m tools.")
+    assert err.endswith("` would replace; give another file, or remove that one first\n") and err.count("\n") == 1
+    assert path.read_text() == held

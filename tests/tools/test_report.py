@@ -36,7 +36,9 @@ def test_the_readmes_tables_are_the_reports_output_from_the_checked_in_runs(tmp_
         for table_id, block in report.markdown_blocks(path.read_text()).items():
             assert table_id not in found, f"the {table_id} table is in {found[table_id][0]} and in {path.relative_to(ROOT)}"
             found[table_id] = (path.relative_to(ROOT), block)
-    assert set(found) == set(blocks) == {table["id"] for table in tables}
+    # And the table of a user's own runs, empty here (docs/results.md).
+    assert set(found) == {*blocks, "other-runs"} and set(blocks) == {table["id"] for table in tables}
+    assert found["other-runs"] == (Path("docs/results.md"), "")
     for table_id, block in blocks.items():
         assert found[table_id][1] == block, f"{found[table_id][0]}'s {table_id} table is not the report's; run {command}"
     # The command itself leaves every file unchanged.
@@ -49,6 +51,69 @@ def test_the_readmes_tables_are_the_reports_output_from_the_checked_in_runs(tmp_
     assert report.main(["--snapshot", str(SNAPSHOT), "--update", *map(str, copies)]) == 0
     for path, copy in zip(MARKDOWN, copies):
         assert copy.read_text() == path.read_text(), path
+    capsys.readouterr()
+
+
+def _shipped_copy(tmp_path):
+    """A copy of README.md, docs/ and results/ in `tmp_path`."""
+    shutil.copy(README, tmp_path / "README.md")
+    for folder in ("docs", "results"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+
+
+def _quick_start_run(runs, name):
+    """A run of the quick start's command in runs/NAME, its numbers not the
+    shipped gru-quick's."""
+    _, shipped = report.read_snapshot(SNAPSHOT)
+    record = {key: value for key, value in shipped["gru-quick"].items() if key not in ("model", "preset", "dev_history")}
+    record["test"] = {**record["test"], "rsum": 199.3}
+    (runs / name).mkdir(parents=True)
+    (runs / name / "config.json").write_text(json.dumps({"model_name": "gru", "preset": "quick"}))
+    (runs / name / "results.json").write_text(json.dumps(record))
+
+
+def _documented_report_command():
+    """The arguments of docs/results.md's command that adds runs/ to the
+    record, its globs expanded (in the current directory)."""
+    (command,) = re.findall(r"^python -m tools\.report runs/ .*$", (ROOT / "docs" / "results.md").read_text(), re.M)
+    return [str(path) for word in shlex.split(command)[3:]
+            for path in (sorted(Path().glob(word)) if "*" in word else [word])]
+
+
+def _shipped_files():
+    """{path: bytes} of README.md, docs/ and results/ in the current directory."""
+    paths = [Path("README.md"), *Path("docs").iterdir(), *Path("results").rglob("*")]
+    return {path: path.read_bytes() for path in paths if path.is_file()}
+
+
+def test_the_documented_command_after_the_quick_start_refuses_to_replace_the_shipped_run(tmp_path, monkeypatch, capsys):
+    _shipped_copy(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    _quick_start_run(tmp_path / "runs", "gru-quick")  # the quick start's --model-dir
+    before = _shipped_files()
+    assert report.main(_documented_report_command()) == 2
+    assert capsys.readouterr().err == ("error: runs/gru-quick/results.json: would replace results/runs.json: run "
+                                       "'gru-quick', another run of that name (test rsum 201.2 → 199.3); give --replace "
+                                       "to replace recorded runs, or train into a folder of another name\n")
+    assert _shipped_files() == before
+
+
+def test_the_documented_command_adds_a_run_of_a_new_name_and_keeps_every_shipped_row(tmp_path, monkeypatch, capsys):
+    _shipped_copy(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    _quick_start_run(tmp_path / "runs", "gru-quick-mine")
+    before = _shipped_files()
+    assert report.main(_documented_report_command()) == 0, capsys.readouterr().err
+    _, shipped = report.read_snapshot(SNAPSHOT)
+    _, recorded = report.read_snapshot("results/runs.json")
+    assert recorded == {**shipped, "gru-quick-mine": recorded["gru-quick-mine"]}
+    assert recorded["gru-quick-mine"]["test"]["rsum"] == 199.3
+    changed = {path for path, data in before.items() if path.read_bytes() != data}
+    assert changed <= {Path("results/runs.json"), Path("docs/results.md"), Path("docs/recall_at_k.png")}
+    # Every shipped block as it was; the user's run in the table of their runs.
+    blocks = report.markdown_blocks(Path("docs/results.md").read_text())
+    assert {**blocks, "other-runs": ""} == report.markdown_blocks(before[Path("docs/results.md")].decode())
+    assert "| gru-quick-mine | `gru` | quick |" in blocks["other-runs"]
     capsys.readouterr()
 
 
@@ -173,7 +238,7 @@ def test_update_snapshot_and_errors(runs_dir, tmp_path, capsys):
     assert f"error: {tables}: table 'bad': row 1: the key 'mean' must be a list of at least two runs' names" in capsys.readouterr().err
 
 
-def test_runs_join_a_snapshot_and_replace_its_runs_of_the_same_name(runs_dir, tmp_path, capsys):
+def test_runs_join_a_snapshot_and_replace_its_runs_of_the_same_name_only_with_replace(runs_dir, tmp_path, capsys):
     runs, tables, papers = runs_dir
     common = ["--tables", str(tables), "--papers", str(papers)]
     snapshot = tmp_path / "snapshot.json"
@@ -182,13 +247,63 @@ def test_runs_join_a_snapshot_and_replace_its_runs_of_the_same_name(runs_dir, tm
     shutil.rmtree(runs / "a")
     _write_run(runs / "a", "gru", 11.0, "python train.py --model gru --preset quick")  # a new run a
     merged = tmp_path / "merged.json"
-    assert report.main([str(runs), "--snapshot", str(snapshot), *common, "--save-snapshot", str(merged)]) == 0
+    argv = [str(runs), "--snapshot", str(snapshot), *common, "--save-snapshot", str(merged)]
+    capsys.readouterr()
+    assert report.main(argv) == 2
+    assert capsys.readouterr().err == (f"error: {runs / 'a' / 'results.json'}: would replace {snapshot}: run 'a', another "
+                                       "run of that name (test rsum 80.0 → 88.0); give --replace to replace recorded runs, "
+                                       "or train into a folder of another name\n")
+    assert not merged.exists()
+    assert report.main([*argv, "--replace"]) == 0
     capsys.readouterr()
     recorded = json.loads(merged.read_text())
     assert recorded["root"] == str(runs) and sorted(recorded["runs"]) == ["a", "b", "nested/c"]
     assert recorded["runs"]["a"]["test"]["i2t_r1"] == 11.0 and recorded["runs"]["nested/c"]["test"]["i2t_r1"] == 20.0
+    # Printing alone loses nothing: the run under RUNS is shown in place of the recorded one.
+    assert report.main([str(runs), "--snapshot", str(snapshot), *common]) == 0
+    assert "| `gru` | 0 | 11.0 |" in capsys.readouterr().out
     assert report.main([*common]) == 2
     assert "give a runs directory, --snapshot, or both" in capsys.readouterr().err
+
+
+def test_save_snapshot_over_a_snapshot_keeps_its_runs_unless_replace(runs_dir, tmp_path, capsys):
+    runs, tables, papers = runs_dir
+    common = ["--tables", str(tables), "--papers", str(papers)]
+    snapshot = tmp_path / "snapshot.json"
+    assert report.main([str(runs), *common, "--save-snapshot", str(snapshot)]) == 0
+    shutil.rmtree(runs)
+    _write_run(runs / "mine", "gru", 14.0, "python train.py --model gru --preset quick --model-dir runs/mine")
+    capsys.readouterr()
+    assert report.main([str(runs), *common, "--save-snapshot", str(snapshot)]) == 0
+    assert capsys.readouterr().err == f"written (4 runs): {snapshot}\n"
+    assert sorted(json.loads(snapshot.read_text())["runs"]) == ["a", "b", "mine", "nested/c"]
+    assert report.main([str(runs), *common, "--save-snapshot", str(snapshot), "--replace"]) == 0
+    assert sorted(json.loads(snapshot.read_text())["runs"]) == ["mine"]
+    capsys.readouterr()
+
+
+def test_update_refuses_to_drop_table_rows_and_plot_to_redraw_from_unknown_runs(runs_dir, tmp_path, capsys):
+    runs, tables, papers = runs_dir
+    common = ["--tables", str(tables), "--papers", str(papers)]
+    markdown, plot = tmp_path / "doc.md", tmp_path / "recall.png"
+    markdown.write_text("<!-- report:one -->\n<!-- /report:one -->\n<!-- report:two -->\n<!-- /report:two -->\n"
+                        "<!-- report:other-runs -->\n<!-- /report:other-runs -->\n")
+    assert report.main([str(runs), *common, "--update", str(markdown), "--plot", str(plot)]) == 0
+    before = markdown.read_text(), plot.read_bytes()
+    shutil.rmtree(runs / "b")
+    capsys.readouterr()
+    assert report.main([str(runs), *common, "--update", str(markdown)]) == 2
+    # Table one would lose run b and the mean of a and b (table two, left without rows, keeps its block).
+    assert capsys.readouterr().err == (f"error: --update: tables would lose rows ({markdown} 'one' 4 → 2): their runs are "
+                                       "not among those read; add --snapshot with the recorded runs, or give --replace\n")
+    assert report.main([str(runs), *common, "--plot", str(plot)]) == 2
+    assert capsys.readouterr().err == (f"error: --plot {plot}: exists, and the runs it draws are not known here; draw it "
+                                       "from the recorded runs too (--snapshot, or --save-snapshot over them) or give "
+                                       "--replace\n")
+    assert (markdown.read_text(), plot.read_bytes()) == before
+    assert report.main([str(runs), *common, "--update", str(markdown), "--plot", str(plot), "--replace"]) == 0
+    assert "| `gru` (quick) |" not in markdown.read_text() and plot.read_bytes() != before[1]
+    capsys.readouterr()
 
 
 def _record(fit):
@@ -611,7 +726,9 @@ def test_all_outputs_are_written_together(workspace, capsys, monkeypatch):
     assert report.main([*argv, *update, "--plot", str(out / "recall.pdf"), "--save-snapshot", str(out / "s.json")]) == 0
     assert (out / "recall.pdf").read_bytes().startswith(b"%PDF") and "old one" not in workspace["markdown"].read_text()
     assert json.loads((out / "s.json").read_text()) == json.loads(workspace["snapshot"].read_text())
-    assert [json.loads(line)["run"] for line in capsys.readouterr().err.splitlines()] == ["a", "b"]
+    *plotted, written = capsys.readouterr().err.splitlines()
+    assert [json.loads(line)["run"] for line in plotted] == ["a", "b"]
+    assert written == f"written (3 runs): {out / 's.json'}, {workspace['markdown']}, {out / 'recall.pdf'}"
     assert sorted(path.name for path in out.iterdir()) == ["doc.md", "recall.pdf", "s.json"]  # no temporary files left
     # A write failing after the checks (the disk, say) names what was written before it.
     real = cli.atomic_write

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import threading
@@ -10,6 +11,7 @@ import time
 import pytest
 
 from common.errors import InputError
+from tests.helpers import REPO as ROOT
 from tools import report, reproduce
 
 PAPERS = "[p.x]\ni2t_r1 = 30.0\ni2t_r5 = 50\ni2t_r10 = 60\nt2i_r1 = 20\nt2i_r5 = 40\nt2i_r10 = 50.5\n"
@@ -61,12 +63,13 @@ def test_finished_runs_are_skipped_interrupted_ones_resumed_absent_ones_started(
         "ens": "python train.py --model ensemble --set model.members=runs/new,runs/recorded,runs/other --model-dir=x",
     }
     plan = reproduce.plan_commands(table, {name: {"command": c} for name, c in recorded.items()}, "runs", str(runs))
+    # As `python -m train`, which runs from any folder.
     assert plan == [
         ("done", None),
-        ("stopped", ["python", "train.py", "--model-dir", str(runs / "stopped"), "--resume"]),
-        ("new", ["python", "train.py", "--model", "gru", "--set", "train.seed=1", "--model-dir", str(runs / "new")]),
-        ("recorded", ["python", "train.py", "--model", "gru", "--model-dir", str(runs / "recorded")]),
-        ("ens", ["python", "train.py", "--model", "ensemble", "--set",
+        ("stopped", ["python", "-m", "train", "--model-dir", str(runs / "stopped"), "--resume"]),
+        ("new", ["python", "-m", "train", "--model", "gru", "--set", "train.seed=1", "--model-dir", str(runs / "new")]),
+        ("recorded", ["python", "-m", "train", "--model", "gru", "--model-dir", str(runs / "recorded")]),
+        ("ens", ["python", "-m", "train", "--model", "ensemble", "--set",
                  f"model.members={runs}/new,{runs}/recorded,runs/other", f"--model-dir={runs / 'ens'}"]),
     ]
 
@@ -105,7 +108,7 @@ def test_a_table_with_a_finished_and_an_interrupted_run_trains_only_the_interrup
     assert (runs / "finished" / "results.json").read_bytes() == finished  # not run again
     resumed = json.loads((runs / "interrupted" / "results.json").read_text())
     assert resumed["test"] == pytest.approx(json.loads(finished)["test"])  # the same checkpoint, evaluated
-    assert f"interrupted: python train.py --model-dir {runs / 'interrupted'} --resume" in out
+    assert f"interrupted: python -m train --model-dir {runs / 'interrupted'} --resume" in out
     assert "finished: finished" in out
     rows = [line for line in out.splitlines() if line.startswith("| finished") or line.startswith("| interrupted")]
     # One more process than the copied run's (another test may have resumed the shared fixture already).
@@ -115,6 +118,74 @@ def test_a_table_with_a_finished_and_an_interrupted_run_trains_only_the_interrup
     before = (runs / "interrupted" / "results.json").read_bytes()
     assert reproduce.main(argv) == 0
     assert (runs / "interrupted" / "results.json").read_bytes() == before
+
+
+def _table_file(tmp_path, rows):
+    """tables.toml of one table "t" with `rows`, and papers.toml, in `tmp_path`: their arguments."""
+    tables, papers = tmp_path / "tables.toml", tmp_path / "papers.toml"
+    tables.write_text(f'[[table]]\nid = "t"\nlabels = ["run"]\ncolumns = ["rsum"]\nrows = [\n{rows}\n]\n')
+    papers.write_text(PAPERS)
+    return ["--tables", str(tables), "--papers", str(papers)]
+
+
+def test_every_rows_inputs_are_checked_before_the_first_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(reproduce, "run_train_command", lambda command: pytest.fail(f"ran {command}"))
+    monkeypatch.chdir(tmp_path)  # relative paths are the current folder's, where the runs start
+    (tmp_path / "vectors.txt").write_text("a 1\n")
+    (tmp_path / "runs" / "stopped").mkdir(parents=True)
+    (tmp_path / "runs" / "stopped" / "config.json").write_text(
+        json.dumps({"data": {"path": "gone_data"}, "model": {"word_vectors": "gone.txt"}}))
+    argv = ["t", "--snapshot", str(_snapshot(tmp_path / "runs.json", {"old": "python train.py --model gru"})), *_table_file(tmp_path, """
+  { run = "fine", labels = ["a"], command = "python train.py --model gru --set model.word_vectors=vectors.txt --set model.word_vectors=word2vec" },
+  { run = "glove", labels = ["b"], command = "python train.py --model fv-gmm --set model.word_vectors=glove.6B.50d.txt" },
+  { run = "data", labels = ["c"], command = "python train.py --model gru --data no_such_folder" },
+  { run = "ens", labels = ["d"], command = "python train.py --model ensemble --set model.members=runs/fine,runs/later,runs/other" },
+  { run = "later", labels = ["e"], command = "python train.py --model gru" },
+  { run = "stopped", labels = ["f"] },
+""")]
+    for dry_run in ([], ["--dry-run"]):
+        assert reproduce.main([*argv, *dry_run]) == 2
+        captured = capsys.readouterr()
+        # One line: each row and what it misses; a run a row before it makes is there.
+        assert captured.out == "" and captured.err == (
+            "error: glove: --set model.word_vectors=glove.6B.50d.txt: file not found; "
+            "data: --data no_such_folder: no such folder; "
+            "ens: --set model.members=runs/fine,runs/later,runs/other: runs/later is no finished run, and no run before "
+            "this one makes it; "
+            "ens: --set model.members=runs/fine,runs/later,runs/other: runs/other is no finished run, and no run before "
+            "this one makes it; "
+            "stopped: runs/stopped/config.json: data.path: no such folder; "
+            "stopped: runs/stopped/config.json: model.word_vectors: file not found; nothing was run\n")
+
+
+def test_a_table_whose_inputs_are_there_is_planned(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "glove.6B.50d.txt").write_text("a 1\n")
+    (tmp_path / "runs" / "other").mkdir(parents=True)
+    (tmp_path / "runs" / "other" / "results.json").write_text("{}")  # finished, in no table
+    argv = ["t", "--snapshot", str(_snapshot(tmp_path / "runs.json", {"old": "python train.py --model gru"})), "--dry-run", *_table_file(tmp_path, """
+  { run = "glove", labels = ["b"], command = "python train.py --model fv-gmm --set model.word_vectors=glove.6B.50d.txt" },
+  { run = "ens", labels = ["d"], command = "python train.py --model ensemble --set model.members=runs/glove,runs/other" },
+""")]
+    assert reproduce.main(argv) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "glove: python -m train --model fv-gmm --set model.word_vectors=glove.6B.50d.txt --model-dir runs/glove",
+        "ens: python -m train --model ensemble --set model.members=runs/glove,runs/other --model-dir runs/ens"]
+
+
+def test_every_file_a_tables_row_reads_is_shipped_or_its_row_says_how_to_make_it(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    for table in report.read_toml(report.RESULTS_DIR / "tables.toml")["table"]:
+        commands = reproduce.table_runs(table) if "rows" in table else {}
+        # The runs a table makes are made; what else its commands read must be in the repository.
+        plan = [(name, [*reproduce.TRAIN, *shlex.split(command)[2:]] if command else None)
+                for name, command in commands.items()]
+        for problem in reproduce.missing_inputs(plan, "runs", "runs"):
+            name, named, _ = problem.split(": ")
+            row = next(row for row in table["rows"] if row.get("run") == name)
+            file = named.rpartition("=")[2]
+            assert any(f"`{file}`" in label and "how to make it](docs/" in label for label in row["labels"]), \
+                (table["id"], problem, row["labels"])
 
 
 # A stand-in for train.py: says it has started (a file), then runs for a

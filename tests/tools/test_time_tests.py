@@ -88,3 +88,21 @@ def test_the_command_exits_with_pytests_status(suite, tmp_path, capsys):
     assert time_tests.main([str(suite / "test_nothing.py"), "--out", str(tmp_path / "no" / "suite.json")]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == f"error: --out {tmp_path / 'no' / 'suite.json'}: the directory {tmp_path / 'no'} does not exist\n"
+
+
+def test_out_holding_another_commands_record_is_refused_before_the_suite_runs(suite, tmp_path, capsys):
+    (suite / "test_bad.py").unlink()
+    out = tmp_path / "suite.json"
+    assert time_tests.main([str(suite), "-q", "--out", str(out)]) == 0
+    recorded = out.read_text()
+    capsys.readouterr()
+    # A run of part of the suite does not replace the whole suite's record.
+    assert time_tests.main([str(suite / "test_good.py"), "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == (
+        f"error: --out {out}: holds the record of `python -m pytest {suite} -q`, which the record of "
+        f"`python -m pytest {suite / 'test_good.py'}` would replace; give another file, or remove that one first\n")
+    assert out.read_text() == recorded
+    # The same command records its newer run in its place.
+    assert time_tests.main([str(suite), "-q", "--out", str(out)]) == 0
+    assert out.read_text() != recorded

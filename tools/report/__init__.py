@@ -14,11 +14,11 @@ from tools.report.checks import check_papers, check_tables
 from tools.report.cli import main
 from tools.report.columns import TemplateColumn
 from tools.report.comparisons import RANK_METRICS, comparison, render_comparisons
-from tools.report.inputs import RESULTS_DIR, read_records, read_runs, read_runs_and_snapshot, read_snapshot, read_toml
+from tools.report.inputs import RESULTS_DIR, read_records, read_runs, read_runs_and_snapshots, read_snapshot, read_toml
 from tools.report.markdown import markdown_blocks
 from tools.report.plot import plot_recalls
 from tools.report.tables import render, render_table, suite_sentence
 
 __all__ = ["RANK_METRICS", "RESULTS_DIR", "TemplateColumn", "check_papers", "check_tables", "comparison", "main",
-           "markdown_blocks", "plot_recalls", "read_records", "read_runs", "read_runs_and_snapshot", "read_snapshot",
+           "markdown_blocks", "plot_recalls", "read_records", "read_runs", "read_runs_and_snapshots", "read_snapshot",
            "read_toml", "render", "render_comparisons", "render_table", "suite_sentence"]

@@ -3,7 +3,6 @@
     python -m tools.report runs/                                  # the tables of these runs, as markdown, to stdout
     python -m tools.report runs/ --plot docs/recall_at_k.png --update README.md docs/*.md --save-snapshot results/runs.json
     python -m tools.report --snapshot results/runs.json --update README.md docs/*.md
-    python -m tools.report runs/ --snapshot results/runs.json --save-snapshot results/runs.json --update README.md docs/*.md
 
 Reads every model directory under RUNS (any depth) that holds a
 `config.json` and a `results.json` written by train.py, and the dev rsum of
@@ -58,9 +57,19 @@ keeps what was read from the runs in one small JSON file, from which
 `--snapshot` regenerates the same output without the runs (the tables of
 README.md and docs/*.md are checked against it by the tests); a
 test-suite table's FILE is read either way. Given both RUNS and
-`--snapshot`, the report reads the snapshot's runs and those under RUNS,
-a run under RUNS replacing the snapshot's run of the same name: how new
-runs join the recorded ones (`--save-snapshot` then keeps them all).
+`--snapshot`, the report reads the snapshot's runs and those under RUNS.
+
+Nothing recorded is lost unless `--replace` says so. `--save-snapshot`
+over an existing snapshot reads it first and keeps its runs, so runs
+under RUNS join the recorded ones (the first command above adds yours to
+results/runs.json and the tables). A run under RUNS (or of --snapshot)
+whose name is a recorded run's and whose record differs is refused,
+naming both; `--update` is refused when a table of the markdown files
+would lose rows (its runs not among those read), and `--plot` over an
+existing figure unless a snapshot is read. With `--replace`, the outputs
+are made from what was read alone: --save-snapshot holds only its runs,
+and a run under RUNS replaces the recorded run of its name. Printing
+alone loses nothing: a run under RUNS then replaces the snapshot's.
 
 A directory under RUNS is a run when its config.json is a JSON object with
 a "model_name" (train.py's) and it holds a results.json; others (another
@@ -80,18 +89,19 @@ import json
 import sys
 from pathlib import Path
 
-from common.errors import InputError, run_command
+from common.errors import ArgumentParser, InputError, run_command
 from common.files import atomic_write, check_output_file, read_text
+from common.wording import counted
 from tools.plot_training import figure_format
 from tools.report.checks import check_papers, check_tables
-from tools.report.inputs import RESULTS_DIR, read_records, read_runs_and_snapshot, read_test_suites, read_toml
-from tools.report.markdown import check_blocks, updated_markdown
+from tools.report.inputs import RESULTS_DIR, read_records, read_runs_and_snapshots, read_test_suites, read_toml
+from tools.report.markdown import check_blocks, shrinking_blocks, updated_markdown
 from tools.report.plot import plot_recalls
 from tools.report.tables import render, table_runs
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m tools.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog="python -m tools.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="?", help="a directory of model directories written by train.py (any depth)")
     parser.add_argument("--snapshot", help="read the runs from a snapshot written by --save-snapshot instead")
     parser.add_argument("--save-snapshot", metavar="JSON", help="write what was read from the runs to this file")
@@ -101,12 +111,16 @@ def parse_args(argv):
                         help="rewrite the tables' blocks in these files (each block in exactly one of them)")
     parser.add_argument("--plot", metavar="FIGURE", help="draw the recall@K curves of the first table's runs, "
                         "in the format of the file's extension (.png, .pdf, .svg, ...)")
+    parser.add_argument("--replace", action="store_true",
+                        help="let the outputs lose recorded runs: --save-snapshot holds only the runs read, a run of "
+                        "RUNS replaces a recorded run of its name, --update and --plot may show fewer")
     return parser.parse_args(argv)
 
 
 def write_all(outputs):
     """Writes each (path, bytes) of `outputs`, atomically; when one fails
-    after others were written, the error says which were."""
+    after others were written, the error says which were. Returns the
+    paths written."""
     written = []
     for path, data in outputs:
         try:
@@ -116,6 +130,7 @@ def write_all(outputs):
                 raise InputError(f"{error}; already written: {', '.join(written)}") from None
             raise
         written.append(str(path))
+    return written
 
 
 def main(argv=None):
@@ -138,6 +153,11 @@ def _run(args):
         if argument != "--plot":
             check_output_file(path, argument)
     fmt = figure_format(args.plot, "--plot") if args.plot else None
+    # What the outputs were made from: the snapshot read, and the one --save-snapshot would replace.
+    snapshots = list(dict.fromkeys(str(path) for path in (_kept_snapshot(args), args.snapshot) if path))
+    if args.plot and Path(args.plot).exists() and not snapshots and not args.replace:
+        raise InputError(f"--plot {args.plot}: exists, and the runs it draws are not known here; draw it from the "
+                         "recorded runs too (--snapshot, or --save-snapshot over them) or give --replace")
     papers = check_papers(read_toml(args.papers), args.papers)
     tables = check_tables(read_toml(args.tables), papers, args.tables, args.papers)
     suites = read_test_suites(tables, args.tables)
@@ -149,7 +169,8 @@ def _run(args):
     if args.update:
         markdown = {path: read_text(path) for path in args.update}
         check_blocks(markdown, [table["id"] for table in tables])
-    root, runs, origins = read_runs_and_snapshot(args.runs, args.snapshot)
+    # Only printing loses nothing: then the runs read replace those recorded.
+    root, runs, origins = read_runs_and_snapshots(args.runs, snapshots, replace=args.replace or not outputs)
 
     # Everything made in memory, then written.
     blocks = render(tables, papers, runs, root, args.tables, origins, suites, records)
@@ -158,6 +179,11 @@ def _run(args):
         text = json.dumps({"root": root, "runs": runs}, indent=1, sort_keys=True) + "\n"
         writes.append((args.save_snapshot, text.encode("utf-8")))
     if args.update:
+        shrinking = [] if args.replace else shrinking_blocks(markdown, blocks)
+        if shrinking:
+            lost = ", ".join(f"{path} {table_id!r} {now} → {after}" for path, table_id, now, after in shrinking)
+            raise InputError(f"--update: tables would lose rows ({lost}): their runs are not among those read; add "
+                             "--snapshot with the recorded runs, or give --replace")
         table_ids = [table["id"] for table in tables]
         writes += [(path, text.encode("utf-8")) for path, text in updated_markdown(markdown, blocks, table_ids).items()]
     if args.plot:
@@ -166,9 +192,11 @@ def _run(args):
                              f"({run_tables[0]['id']!r}) is there to draw")
         plotted, image = plot_recalls(run_tables[0], runs, fmt, origins)
         writes.append((args.plot, image))
-    write_all(writes)
+    written = write_all(writes)
     for series in plotted:
         print(json.dumps(series), file=sys.stderr)
+    if written:
+        print(f"written ({counted(len(runs), 'run')}): {', '.join(written)}", file=sys.stderr)
     if args.snapshot is None and not args.update:
         # A report on the user's own runs: the tables that show one of them, not
         # the test-suite sentences and recorded reports README.md and docs/ carry.
@@ -176,3 +204,11 @@ def _run(args):
         blocks = {table_id: block for table_id, block in blocks.items() if table_id in shown}
     print("\n\n".join(f"<!-- report:{table_id} -->\n{block}\n<!-- /report:{table_id} -->" for table_id, block in blocks.items()))
     return 0
+
+
+def _kept_snapshot(args):
+    """The snapshot --save-snapshot would replace, whose runs the new one
+    keeps (None: a new file, or --replace)."""
+    if args.save_snapshot and Path(args.save_snapshot).exists() and not args.replace:
+        return args.save_snapshot
+    return None

@@ -11,6 +11,7 @@ from pathlib import Path
 from common.errors import InputError
 from common.files import read_text
 from common.records import STRING, Kind, Measurement, RunResults, TestSuiteRun, check_key, excerpt, is_number
+from common.wording import counted
 from tools.plot_training import read_scalars
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
@@ -87,21 +88,41 @@ def _dev_rsums(model_dir):
     return [value for _, value in sorted(zip(steps, values))]
 
 
-def read_runs_and_snapshot(runs_dir=None, snapshot=None):
+def read_runs_and_snapshots(runs_dir=None, snapshots=(), replace=True):
     """(root, {run name: record}, {run name: where it was read}) of the
-    runs under `runs_dir`, of a snapshot, or of both: a run of `runs_dir`
-    replaces the snapshot's run of the same name, and the commands are
-    then written under `runs_dir`."""
+    runs of the `snapshots`, in their order, and of those under
+    `runs_dir`: a later one's run replaces an earlier one's run of the same
+    name, and the commands are written under the last one's root
+    (`runs_dir`, when given). With `replace` False, a run that would
+    replace a run of another record is an InputError naming both."""
     root, runs, origins = None, {}, {}
-    if snapshot:
-        root, runs = read_snapshot(snapshot)
-        origins = {name: f"{snapshot}: run {name!r}" for name in runs}
+    for path in snapshots:
+        root, found = read_snapshot(path)
+        _join(runs, origins, found, {name: f"{path}: run {name!r}" for name in found}, replace)
     if runs_dir:
         found = read_runs(runs_dir)
         root = runs_dir.rstrip("/") or "/"
-        runs.update(found)
-        origins.update({name: str(Path(runs_dir) / name / "results.json") for name in found})
+        _join(runs, origins, found, {name: str(Path(runs_dir) / name / "results.json") for name in found}, replace)
     return root, runs, origins
+
+
+def _join(runs, origins, found, where, replace):
+    """Adds the runs `found` (read from `where`, by name) to `runs` and
+    `origins`; unless `replace`, none may change a run already there."""
+    changed = [name for name in found if name in runs and found[name] != runs[name]]
+    if changed and not replace:
+        name = changed[0]
+        more = f" (and {counted(len(changed) - 1, 'more run')}: {', '.join(changed[1:])})" if changed[1:] else ""
+        raise InputError(f"{where[name]}: would replace {origins[name]}, another run of that name "
+                         f"(test rsum {_rsum(runs[name])} → {_rsum(found[name])}){more}; give --replace to replace "
+                         "recorded runs, or train into a folder of another name")
+    runs.update(found)
+    origins.update(where)
+
+
+def _rsum(record):
+    rsum = record["test"].get("rsum")
+    return "?" if rsum is None else f"{rsum:.1f}"
 
 
 def read_snapshot(path):

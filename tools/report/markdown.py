@@ -58,3 +58,23 @@ def markdown_blocks(text):
     """{table id: block} of the report blocks in markdown text."""
     blocks = re.finditer(r"<!-- report:(\S+) -->\n(?:(.*?)\n)?<!-- /report:\1 -->", text, re.S)
     return {match.group(1): match.group(2) or "" for match in blocks}
+
+
+def shrinking_blocks(texts, blocks):
+    """[(path, table id, rows now, rows after)] of the blocks of the
+    markdown files `texts` ({path: text}) that `blocks` ({table id: new
+    block}) would leave with fewer table rows."""
+    shrinking = []
+    for path, text in texts.items():
+        for table_id, block in markdown_blocks(text).items():
+            now, after = _table_rows(block), _table_rows(blocks.get(table_id, block))
+            if after < now:
+                shrinking.append((path, table_id, now, after))
+    return shrinking
+
+
+def _table_rows(block):
+    """The rows of a block's table: its lines that begin with "|" but the
+    header and the line under it."""
+    lines = sum(line.startswith("|") for line in block.splitlines())
+    return max(lines - 2, 0)
