@@ -12,7 +12,6 @@ import keras
 import numpy as np
 
 from data import backbones, efficientnet_lite, feature_extractor, provenance
-from data.full_network import full_network
 from tests.helpers import EMBEDDED_DATA, EMBEDDED_IMAGES, shared_data
 
 # The float16 storage of the embedded features (a relative rounding of up to
@@ -53,13 +52,6 @@ def test_keras_backbone_reproduces_the_embedded_features_of_the_sample_jpegs():
 def test_keras_backbone_reproduces_the_embedded_features_of_the_1000_test_jpegs():
     # In the default suite where the shared data is (CI): 42 s of 2 busy cores.
     check_reproduces_embedded_features(sorted(shared_data("flickr8k_images_test").glob("*.jpg")))
-
-
-def test_the_stages_are_the_embedded_stages_json():
-    layout = json.loads((EMBEDDED_DATA / "stages.json").read_text())["layers"]
-    _, _, ours, ims = full_network("efficientnet-lite0", "none")
-    assert ours == layout
-    assert (ims.start, ims.stop) == (3120 - 1280, 3120)
 
 
 def test_the_network_has_the_pytorch_checkpoints_weights():

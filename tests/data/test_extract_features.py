@@ -37,54 +37,6 @@ def run_cli(images, text, out, *extra):
     return extract_features.main(["--images", str(images), "--flickr-text", str(text), "--out", str(out), *extra])
 
 
-def test_ten_crops_are_the_corners_centre_and_their_mirrors():
-    image = np.arange(5 * 6, dtype=np.float32).reshape(1, 5, 6, 1)
-    crops = image_decoding.ten_crops(tf.constant(image), 3).numpy()
-    assert crops.shape == (1, 10, 3, 3, 1)
-    # 5 rows x 6 columns, 3x3 crops: the centre crop starts at row 1, column 1.
-    for index, (y, x) in enumerate([(0, 0), (0, 3), (2, 0), (2, 3), (1, 1)]):
-        crop = image[0, y : y + 3, x : x + 3]
-        np.testing.assert_array_equal(crops[0, index], crop)
-        np.testing.assert_array_equal(crops[0, index + 5], crop[:, ::-1])
-    # The papers' sizes: 224x224 crops of a 256x256 image, centre offset 16.
-    big = tf.reshape(tf.range(256 * 256, dtype=tf.float32), (1, 256, 256, 1))
-    np.testing.assert_array_equal(image_decoding.ten_crops(big, 224)[0, 4], big[0, 16:240, 16:240])
-
-
-def test_two_views_are_the_image_and_its_mirror():
-    image = np.arange(2 * 3 * 4 * 1, dtype=np.float32).reshape(2, 3, 4, 1)
-    views = image_decoding.views(tf.constant(image), 2).numpy()
-    assert views.shape == (2, 2, 3, 4, 1)
-    np.testing.assert_array_equal(views[:, 0], image)
-    np.testing.assert_array_equal(views[:, 1], image[:, :, ::-1])
-
-
-def test_jpegs_are_decoded_as_pil_decodes_them():
-    from PIL import Image
-
-    for path in sorted(EMBEDDED_IMAGES.glob("*.jpg")):
-        ours = image_decoding.decode_image(tf.io.read_file(str(path)), 224).numpy()
-        np.testing.assert_allclose(ours, np.asarray(Image.open(path).convert("RGB"), np.float32), atol=1e-3)
-
-
-@pytest.mark.parametrize("crops", [1, 10])
-def test_features_are_averaged_over_crops_in_file_order(crops):
-    # A backbone whose feature is the mean colour of each crop: the expected
-    # features follow from the resized images by hand.
-    inputs = keras.Input((224, 224, 3))
-    model = keras.Model(inputs, keras.layers.GlobalAveragePooling2D()(inputs))
-    features = feature_extractor.FeatureExtractor(model, lambda x: x, crops)(IMAGES, batch_size=2)
-    assert features.shape == (3, 3) and features.dtype == np.float32
-    for row, path in enumerate(IMAGES):
-        image = image_decoding.load_image(str(path), 256 if crops == 10 else 224).numpy()
-        if crops == 1:
-            expected = image.mean(axis=(0, 1))
-        else:
-            views = [image[y : y + 224, x : x + 224] for y, x in [(0, 0), (0, 32), (32, 0), (32, 32), (16, 16)]]
-            expected = np.mean([view.mean(axis=(0, 1)) for view in views], axis=0)  # mirrors: same means
-        np.testing.assert_allclose(features[row], expected, rtol=1e-5)
-
-
 def test_resnet152_features_in_precomp_layout(release, tmp_path):
     images, text = release
     out = tmp_path / "precomp"
@@ -155,16 +107,6 @@ def test_efficientnet_lite0_makes_the_embedded_features_and_records_their_proven
     assert recorded["crops"] == 2 and recorded["input"]["scaling"] == "(x - 127) / 128"
 
 
-def test_weights_urls_are_the_ones_keras_downloads():
-    from keras.src.applications import resnet, vgg16, vgg19
-
-    assert backbones.BACKBONES["resnet152"].weights_url == (
-        resnet.BASE_WEIGHTS_PATH + "resnet152_weights_tf_dim_ordering_tf_kernels.h5"
-    )
-    assert backbones.BACKBONES["vgg16"].weights_url == vgg16.WEIGHTS_PATH
-    assert backbones.BACKBONES["vgg19"].weights_url == vgg19.WEIGHTS_PATH
-
-
 def test_offline_imagenet_weights_give_a_one_line_message(release, tmp_path):
     # A fresh process with an empty Keras home and a proxy that refuses every
     # connection: the real download path fails as it does offline.
@@ -195,17 +137,6 @@ def test_weights_file_errors(release, tmp_path, capsys):
     assert run_cli(images, text, tmp_path / "o", *junk) == 2
     err = capsys.readouterr().err.strip()
     assert "junk.weights.h5: not a weights file of vgg16" in err and len(err.splitlines()) == 1
-
-
-def test_unreadable_images_are_named(tmp_path):
-    inputs = keras.Input((224, 224, 3))
-    model = keras.Model(inputs, keras.layers.GlobalAveragePooling2D()(inputs))
-    paths = [tmp_path / name for name in ("a.jpg", "b.jpg", "c.jpg", "d.jpg")]
-    for path, source in zip(paths, IMAGES * 2):
-        shutil.copy(source, path)
-    paths[3].write_bytes(b"not an image")
-    with pytest.raises(InputError, match=r"d.jpg: not a readable image \(Unknown image file format"):
-        feature_extractor.FeatureExtractor(model, lambda x: x, 1)(paths, batch_size=2)
 
 
 def test_corrupt_or_missing_images_exit_2_with_one_line(release, tmp_path, capsys):

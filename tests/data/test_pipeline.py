@@ -83,3 +83,64 @@ def test_a_training_pair_is_a_caption_and_its_own_image_from_the_files(sampling)
         np.testing.assert_array_equal(batch["token_ids"].numpy(), expected_ids[:, :width])
         np.testing.assert_array_equal(batch["image_features"].numpy(), images[indices // 5])
         np.testing.assert_array_equal(batch["image_index"].numpy(), indices // 5)
+
+
+# Items of an MSVD-style collection and their caption counts: one-caption
+# items, odd counts and one above five, so no fixed count per item (such as
+# Flickr8k's five, `j // 5`) maps a caption line to its item.
+UNEVEN_CAPTIONS = {"vid3": 1, "vid10": 3, "vid7": 7, "vid1": 2, "vid22": 5, "vid4": 1, "vid9": 4, "vid15": 9,
+                   "vid2": 1, "vid30": 7}
+
+
+def uneven_collection(root):
+    """Writes collection "train" in the bigfile layout by hand (no zoo
+    writer): items with UNEVEN_CAPTIONS captions, the caption lines of
+    different items interleaved at random, feature rows in another random
+    order. Returns (the caption lines' items and texts in file order, each
+    item's feature row)."""
+    rng = np.random.default_rng(5)
+    features = {item: rng.normal(size=6).astype(np.float32) for item in UNEVEN_CAPTIONS}
+    captions = [(item, f"{item} caption {k} " + " ".join(rng.choice(["dog", "red", "runs", "a", "cat"], size=k + 1)))
+                for item, count in UNEVEN_CAPTIONS.items() for k in range(count)]
+    captions = [captions[k] for k in rng.permutation(len(captions))]
+    rows = list(rng.permutation(list(UNEVEN_CAPTIONS)))
+    feature_dir = root / "train" / "FeatureData" / "feat"
+    feature_dir.mkdir(parents=True)
+    (feature_dir / "shape.txt").write_text(f"{len(rows)} 6")
+    (feature_dir / "id.txt").write_text(" ".join(rows))
+    (feature_dir / "feature.bin").write_bytes(np.stack([features[item] for item in rows]).astype("<f4").tobytes())
+    text_dir = root / "train" / "TextData"
+    text_dir.mkdir(parents=True)
+    counts = {}
+    lines = []
+    for item, caption in captions:
+        counts[item] = counts.get(item, -1) + 1
+        lines.append(f"{item}#enc#{counts[item]} {caption}\n")
+    (text_dir / "train.caption.txt").write_text("".join(lines))
+    return captions, features
+
+
+@pytest.mark.parametrize("sampling", ["all_captions", "one_caption_per_image"])
+def test_a_training_pair_is_a_caption_and_its_own_item_when_items_have_uneven_caption_counts(tmp_path, sampling):
+    # The path training takes (engine.training: splits.load_split, tokenize_split, epoch_order, training_dataset)
+    # on a collection whose items have 1 to 9 captions: each pair's features are its caption's item's row, and its
+    # image index that item's place in the order of first captions (data/collections.py's convention).
+    from data import splits
+    from data.vocabulary import Vocabulary
+    from layers.text_vectorizer import TextVectorizer
+
+    captions, features = uneven_collection(tmp_path)
+    split = splits.load_split(tmp_path, "train", "feat")
+    first_seen = list(dict.fromkeys(item for item, _ in captions))
+    vectorizer = TextVectorizer(Vocabulary.build([text for _, text in captions]).tokens)
+    data = pipeline.tokenize_split(split, vectorizer)
+    batches = pipeline.epoch_order(data, sampling, batch_size=5, seed=3, epoch=1)
+    assert batches.size == (len(captions) if sampling == "all_captions" else len(UNEVEN_CAPTIONS))
+    if sampling == "one_caption_per_image":
+        assert sorted(captions[j][0] for j in batches.ravel()) == sorted(UNEVEN_CAPTIONS)
+    for batch, indices in zip(pipeline.training_dataset(data, batches), batches, strict=True):
+        items = [captions[j][0] for j in indices]
+        expected_ids = vectorizer(tf.constant([captions[j][1] for j in indices])).numpy()
+        np.testing.assert_array_equal(batch["token_ids"].numpy(), expected_ids)
+        np.testing.assert_array_equal(batch["image_features"].numpy(), np.stack([features[item] for item in items]))
+        np.testing.assert_array_equal(batch["image_index"].numpy(), [first_seen.index(item) for item in items])

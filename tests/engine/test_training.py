@@ -1,27 +1,22 @@
-"""The trainer's training step and phases (a curriculum such as Vilalta et al.'s PH), and a fitted model's validation."""
+"""The trainer's phases (a curriculum such as Vilalta et al.'s PH), and a fitted model's validation."""
 
 import json
 import logging
 import os
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import train
-from common.config import TrainConfig
 from common.errors import InputError
 from common.metrics import METRIC_NAMES
 from data.splits import load_experiment_splits
-from engine import evaluation, runtime, training, training_loop
+from engine import evaluation, training, training_loop
 from engine.scoring import CheckpointScorer
-from engine.train_step import make_optimizer, make_train_step
 from layers.hinge_losses import MaxOfHinges, SumOfHinges
 from models.restore import restore_model
 from tests.conftest import TINY
-from tests.helpers import skip_where_bfloat16_crashes
-from tests.models.test_registered_models import batch, tiny_model
 
 # Dev rsums the patched validation reports, in order (then 9 forever):
 # phase 0 improves twice, then fails once (phase_patience=1), so phase 1
@@ -167,109 +162,6 @@ def test_poe_on_full_network_embeddings_end_to_end(tmp_path):
     assert loaded.encode_image(test_features).shape == (4, 32)  # TINY embed_dim
 
 
-def test_train_step_reports_the_gradient_norm_before_clipping():
-    model = tiny_model("gru")
-    images, token_ids = batch(size=6)
-    image_index = tf.range(6, dtype=tf.int64)
-    with tf.GradientTape() as tape:
-        loss = model.pair_loss(model.encode_image(images), model.encode_text(token_ids), image_index)
-    norm = tf.linalg.global_norm([tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_variables)])
-    before = [v.numpy() for v in model.trainable_variables]
-    step = make_train_step(model, keras.optimizers.SGD(1.0), tf.distribute.get_strategy(), clip_norm=1e-3)
-    result = step({"image_features": images, "token_ids": token_ids, "image_index": image_index})
-    assert float(norm) > 1e-2
-    np.testing.assert_allclose(result["grad_norm"], norm, rtol=1e-5)
-    assert result["diagnostics"] == {}
-    # The update itself was clipped: SGD at rate 1 moved the weights by 1e-3.
-    moved = np.sqrt(sum(np.sum((v.numpy() - b) ** 2) for v, b in zip(model.trainable_variables, before)))
-    np.testing.assert_allclose(moved, 1e-3, rtol=1e-3)
-
-
-def one_step(model, optimizer, clip_norm=None, jit_compile=False, size=6):
-    images, token_ids = batch(size=size)
-    step = make_train_step(model, optimizer, tf.distribute.get_strategy(), clip_norm, jit_compile)
-    return step({"image_features": images, "token_ids": token_ids, "image_index": tf.range(size, dtype=tf.int64)})
-
-
-@pytest.mark.parametrize("mixed_precision, compute", [("bf16", "bfloat16"), ("fp16", "float16")])
-def test_mixed_precision_computes_low_but_keeps_weights_similarity_loss_and_norms_float32(
-    mixed_precision, compute
-):
-    if mixed_precision == "bf16":
-        skip_where_bfloat16_crashes()
-    keras.utils.set_random_seed(0)
-    reference = tiny_model("gru")
-    with runtime.dtype_policy(mixed_precision):
-        keras.utils.set_random_seed(0)
-        model = tiny_model("gru")
-    assert keras.config.dtype_policy().name == "float32"  # restored
-    assert model.sentence_encoder.compute_dtype == model.image_projection.compute_dtype == compute
-    assert all(v.dtype == "float32" for v in model.variables if v.trainable)
-    for layer in (model.text_norm, model.image_norm, model.similarity_layer):
-        assert layer.compute_dtype == "float32"
-    images, token_ids = batch(size=6)
-    sims = model.similarity(model.encode_image(images), model.encode_text(token_ids))
-    assert sims.dtype == tf.float32
-    expected = reference.similarity(reference.encode_image(images), reference.encode_text(token_ids))
-    np.testing.assert_allclose(sims, expected, atol=0.05)
-
-    config = TrainConfig(optimizer="sgd", learning_rate=1.0)
-    optimizer = make_optimizer(config, mixed_precision)
-    assert isinstance(optimizer, keras.optimizers.LossScaleOptimizer) == (mixed_precision == "fp16")
-    if mixed_precision == "fp16":
-        # Keras starts at 2**15, which this batch's gradients overflow (the
-        # step would be skipped, next test); a scale they fit under.
-        optimizer.build(model.trainable_variables)
-        optimizer.dynamic_scale.assign(16.0)
-    before = [v.numpy() for v in model.trainable_variables]
-    result = one_step(model, optimizer, clip_norm=1e-3)
-    expected = one_step(reference, keras.optimizers.SGD(1.0), clip_norm=1e-3)
-    # The reported norm is the unscaled gradient's, and clipping acts on it.
-    np.testing.assert_allclose(result["loss"], expected["loss"], rtol=0.05)
-    np.testing.assert_allclose(result["grad_norm"], expected["grad_norm"], rtol=0.1)
-    moved = np.sqrt(sum(np.sum((v.numpy() - b) ** 2) for v, b in zip(model.trainable_variables, before)))
-    np.testing.assert_allclose(moved, 1e-3, rtol=0.02)
-
-
-
-def test_a_layer_loss_joins_the_float32_loss_under_mixed_precision():
-    """The RCN's mask regulariser (eq. 15, a layer loss on bfloat16 masks)
-    is added to the float32 ranking loss: the step's loss is float32's."""
-    skip_where_bfloat16_crashes()
-    keras.utils.set_random_seed(0)
-    reference = tiny_model("rcn")
-    with runtime.dtype_policy("bf16"):
-        keras.utils.set_random_seed(0)
-        model = tiny_model("rcn")
-    result = one_step(model, keras.optimizers.SGD(0.0))
-    assert model.losses and all(loss.dtype == tf.float32 for loss in model.losses)
-    np.testing.assert_allclose(result["loss"], one_step(reference, keras.optimizers.SGD(0.0))["loss"], rtol=0.05)
-
-def test_an_overflowing_float16_step_is_skipped_and_the_loss_scale_lowered():
-    with runtime.dtype_policy("fp16"):
-        model = tiny_model("gru")
-    optimizer = make_optimizer(TrainConfig(), "fp16")
-    optimizer.build(model.trainable_variables)
-    optimizer.dynamic_scale.assign(2.0**60)  # overflows float16 at once
-    before = [v.numpy() for v in model.trainable_variables]
-    one_step(model, optimizer)
-    assert float(optimizer.dynamic_scale) == 2.0**59
-    for v, b in zip(model.trainable_variables, before):
-        np.testing.assert_array_equal(v.numpy(), b)
-
-
-def test_an_xla_compiled_step_equals_the_plain_one():
-    keras.utils.set_random_seed(0)
-    plain, compiled = tiny_model("gru"), tiny_model("gru")
-    compiled.set_weights(plain.get_weights())
-    expected = one_step(plain, keras.optimizers.SGD(0.1), clip_norm=2.0)
-    result = one_step(compiled, keras.optimizers.SGD(0.1), clip_norm=2.0, jit_compile=True)
-    np.testing.assert_allclose(result["loss"], expected["loss"], rtol=1e-5)
-    np.testing.assert_allclose(result["grad_norm"], expected["grad_norm"], rtol=1e-5)
-    for a, b in zip(compiled.get_weights(), plain.get_weights()):
-        np.testing.assert_allclose(a, b, atol=1e-6)
-
-
 def test_the_run_states_its_plan_before_training(scripted_run):
     # 160 images × 5 captions = 800 pairs, 25 batches of 32; sum-max has two phases of 2 epochs each.
     [plan] = [message for message in scripted_run[2] if message.startswith("plan: ")]
@@ -303,23 +195,6 @@ def test_resuming_on_features_made_otherwise_is_refused(trained, tmp_path, capsy
     err = capsys.readouterr().err
     assert err.startswith(f"error: {EMBEDDED_DATA / 'provenance.json'}: these features were made differently")
     assert str(run / "config.json") in err and err.count("\n") == 1
-
-
-@pytest.mark.parametrize("epochs_in_all, epoch, over", [
-    (None, 199, False), (None, 200, False), (None, 236, False), (None, 237, True),
-    (200, 199, False), (200, 200, True),
-])
-def test_epochs_in_all_cap_the_phases_together(epochs_in_all, epoch, over):
-    # The last of two phases started at epoch 37: 200 epochs of its own end at 237; 200 in all, at 200.
-    import types
-
-    loop = types.SimpleNamespace(
-        cfg=types.SimpleNamespace(train=TrainConfig(epochs=200, phase_patience=10, epochs_in_all=epochs_in_all)),
-        state=types.SimpleNamespace(epoch=epoch, phase_start_epoch=37, phase=1, validations_since_best=0),
-        model=types.SimpleNamespace(num_phases=2),
-    )
-    assert training_loop.TrainingLoop._phase_over(loop) is over
-    assert training.epochs_at_most(loop.model, loop.cfg.train) == (epochs_in_all or 400)
 
 
 def test_the_full_network_embeddings_statistics_are_the_training_images(trained_fne):

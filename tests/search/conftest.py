@@ -1,6 +1,7 @@
-"""Fixtures of the search tests: hand-built exports (`hand_exports`) and
-a folder of images to index."""
+"""Fixtures of the search tests: hand-built exports (`hand_exports`), a
+folder of images to index, and Apache Beam where its tests need it."""
 
+import os
 import shutil
 
 import pytest
@@ -59,3 +60,17 @@ def interrupt_second_batch(monkeypatch):
 
     monkeypatch.setattr(build.Source, "encode", encode)
     return real_encode
+
+
+@pytest.fixture
+def needs_beam():
+    """Skips the calling test without Apache Beam (requirements-beam.txt's
+    environment of its own), fails it there under ZOO_REQUIRE_BEAM=1 (CI's
+    Beam environment)."""
+    try:
+        import apache_beam  # noqa: F401
+    except ImportError:
+        reason = "needs Apache Beam, in its own environment: pip install -r requirements-beam.txt"
+        if os.environ.get("ZOO_REQUIRE_BEAM") == "1":
+            pytest.fail(f"ZOO_REQUIRE_BEAM=1: {reason}")
+        pytest.skip(reason)

@@ -4,7 +4,8 @@ same ids, the same skipped files, the same encodings to float tolerance.
 
 Apache Beam lives in an environment of its own (requirements-beam.txt):
 where it is not installed these tests are skipped, unless
-ZOO_REQUIRE_BEAM=1 (CI's Beam environment), which fails them instead.
+ZOO_REQUIRE_BEAM=1 (CI's Beam environment), which fails them instead
+(`needs_beam`, tests/search/conftest.py).
 """
 
 import os
@@ -20,17 +21,6 @@ from tests.helpers import REPO, shared_data
 
 DIRECT_2_WORKERS = ["--runner", "DirectRunner", "--direct_num_workers", "2", "--direct_running_mode",
                     "multi_processing"]
-
-
-@pytest.fixture
-def needs_beam():
-    try:
-        import apache_beam  # noqa: F401
-    except ImportError:
-        reason = "needs Apache Beam, in its own environment: pip install -r requirements-beam.txt"
-        if os.environ.get("ZOO_REQUIRE_BEAM") == "1":
-            pytest.fail(f"ZOO_REQUIRE_BEAM=1: {reason}")
-        pytest.skip(reason)
 
 
 def beam_index(saved_model, images, out, *options):
