@@ -224,7 +224,15 @@ def test_a_fitted_runs_dev_metrics_are_its_best_checkpoints_evaluation(fixture, 
     config, _ = restore_model(run)
     _, dev, _ = load_experiment_splits(config.data, validate_max_images=config.train.validate_max_images)
     want = evaluation.evaluate(CheckpointScorer.from_model_dir(run), dev, sentence_similarity=False)
-    assert json.loads((run / "results.json").read_text())["dev"] == pytest.approx(want, abs=1e-6)
+    got = json.loads((run / "results.json").read_text())["dev"]
+    # The two routes sum the members' scores in another order, so pairs
+    # tied to a few ulps may swap ranks (seen on AVX2: 5 of the captions by
+    # one rank). The mean ranks move by 1/N per swap; a recall only where
+    # such a pair straddles R@K, which a wrong dev matrix changes by far more.
+    mean_ranks = {key for key in want if key.endswith("_meanr")}
+    assert {key: got[key] for key in mean_ranks} == pytest.approx({key: want[key] for key in mean_ranks}, abs=0.01)
+    assert {key: got[key] for key in want.keys() - mean_ranks} == pytest.approx(
+        {key: want[key] for key in want.keys() - mean_ranks}, abs=1e-6)
 
 
 def test_a_fitted_model_is_validated_from_its_fit_without_scoring_dev_again(trained, trained_fv, monkeypatch,
