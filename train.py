@@ -13,6 +13,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from common import records
 from common.config import STRATEGIES, apply_overrides, check_override
 from common.errors import InputError, count, run_command
 from engine import model_dirs
@@ -55,7 +56,7 @@ def main(argv=None, evaluate_test=True, export=True):
     needs the checkpoint only: no results.json, no SavedModel)."""
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    args.command = shlex.join(["python", "train.py", *argv])
+    args.command = shlex.join(["python", "train.py", *records.portable_arguments(argv)])
     args.finish = {"evaluate_test": evaluate_test, "export": export}
     return run_command(_run, args)
 
@@ -85,7 +86,7 @@ def _run(args):
     model_dir = args.model_dir or model_dirs.default(config.model_name, config.preset)
     results = training.Trainer(config, model_dir, resume=args.resume, command=args.command).run(**args.finish)
     if results is not None:
-        print(f"best checkpoint: {results.checkpoint}")
+        print(f"best checkpoint: {Path(model_dir) / results.checkpoint}")
         print("dev:\n" + format_table(results.dev))
         print("test:\n" + format_table(results.test))
     if args.finish["export"]:

@@ -16,6 +16,10 @@ train.py, evaluate.py, the benchmarks and `tools.time_tests` write and
 
 - `TestSuiteRun`: the test suite's run (`tools.time_tests`).
 
+A record names no folder of the machine that wrote it (`portable_path`):
+a path inside the repository is written relative to it, any other
+absolute path as `<dir>/` and its last part.
+
 Each record has a `version` (VERSION when written; a file written before
 records had one is version 1). `Record.read(values, where)` checks a
 parsed JSON object whole: a missing or mistyped key is an `InputError`
@@ -33,6 +37,7 @@ import platform
 import re
 import shlex
 import sys
+from pathlib import Path
 from typing import Any, Callable, ClassVar
 
 from common import machine
@@ -41,6 +46,10 @@ from common.files import check_output_file, read_text, write_json_atomically
 
 VERSION = 1
 RECORD_OPTION = "--record"
+# The repository's folder, what the paths a record holds are relative to.
+REPOSITORY = Path(__file__).resolve().parent.parent
+# What stands for the folders of an absolute path outside the repository.
+OUTSIDE = "<dir>"
 
 
 # --- Kinds of values -----------------------------------------------------------------------------
@@ -174,7 +183,9 @@ class Record:
 @dataclasses.dataclass(kw_only=True)
 class RunResults(Record):
     """A training run's results.json: the dev and test metrics of its best
-    checkpoint (`dev`, `test`), what a fitted model chose (`fit`, under
+    checkpoint (`dev`, `test`), that checkpoint (relative to the run's
+    folder) and the dev metric that chose it (`selection_metric`, the
+    run's `train.selection_metric`), what a fitted model chose (`fit`, under
     keys of its own), train.py's command line, the epochs trained (every
     phase's; gradient-trained models only), and the time the run took
     (`engine.time_spent`): wall and CPU time (user + system, all threads)
@@ -189,6 +200,7 @@ class RunResults(Record):
     dev: dict = key(METRICS)
     test: dict = key(METRICS)
     checkpoint: str = key(STRING, None)
+    selection_metric: str = key(STRING, None)
     fit: dict = key(Kind("an object (what the model recorded)", lambda value: isinstance(value, dict)), {})
     command: str = key(COMMAND, None)
     epochs: float = key(NUMBER, None)
@@ -257,6 +269,29 @@ def add_record_option(parser):
                         help="also write the report(s) as JSON to FILE, with the command, date, machine and versions")
 
 
+def portable_path(path, repository=REPOSITORY):
+    """`path` as a record writes it: an absolute path inside `repository`
+    relative to it ("/home/me/zoo/runs/gru" -> "runs/gru"), any other
+    absolute path as OUTSIDE and its last part ("/data/glove.txt" ->
+    "<dir>/glove.txt"), a relative path as it is. Symbolic links are not
+    followed: a path through the repository's `runs` link stays inside it."""
+    path = str(path)
+    if not os.path.isabs(path):
+        return path
+    normal = Path(os.path.normpath(path))
+    if normal.is_relative_to(repository):
+        return normal.relative_to(repository).as_posix()
+    return f"{OUTSIDE}/{normal.name}"
+
+
+def portable_arguments(words, repository=REPOSITORY):
+    """Command-line words, each absolute path in them made `portable_path`:
+    a whole word, or a value after "=" or between commas
+    ("model.members=/a/run1,/a/run2")."""
+    return [re.sub(r"(?<![^=,])/[^=,]*", lambda match: portable_path(match.group(), repository), word)
+            for word in words]
+
+
 def command_line(program, argv=None, option=RECORD_OPTION, environ=None):
     """`python -m PROGRAM ARGV...` (`python PROGRAM ARGV...` for a script,
     "evaluate.py") as a shell takes it, without the option that names the
@@ -265,7 +300,8 @@ def command_line(program, argv=None, option=RECORD_OPTION, environ=None):
     default this process's), after the variables of `environ` (default:
     this process's) that choose which kernels run
     (`machine.KERNEL_VARIABLES`, e.g. `ONEDNN_MAX_CPU_ISA=AVX2`): a speed
-    measured on capped kernels says so in its command."""
+    measured on capped kernels says so in its command. Its paths are
+    `portable_arguments`."""
     argv = sys.argv[1:] if argv is None else argv
     environ = os.environ if environ is None else environ
     kept, words = [], iter(argv)
@@ -282,7 +318,7 @@ def command_line(program, argv=None, option=RECORD_OPTION, environ=None):
         kept.append(word)
     runner = ["python", program] if program.endswith(".py") else ["python", "-m", program]
     variables = [f"{name}={environ[name]}" for name in machine.KERNEL_VARIABLES if name in environ]
-    return shlex.join([*variables, *runner, *kept])
+    return shlex.join([*variables, *runner, *portable_arguments(kept)])
 
 
 def utc_now():

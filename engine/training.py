@@ -20,8 +20,11 @@ rsum by default):
                      norm before clipping: mean and max between log steps,
                      and the model's own diagnostics/...), dev/
                      (every metric), hparams
-  results.json       dev and test metrics of the best checkpoint, what a
-                     fitted model chose, the command line of train.py, the
+  results.json       dev and test metrics of the best checkpoint, that
+                     checkpoint (relative to this folder) and the metric
+                     that chose it, what a fitted model chose, the command
+                     line of train.py (its paths relative to the
+                     repository: `common.records.portable_path`), the
                      epochs trained and the time the run took, for
                      `python -m tools.report` (`common.records.RunResults`
                      declares it; the times are sums over the processes
@@ -39,6 +42,7 @@ usable by `--resume`.
 import dataclasses
 import functools
 import logging
+import os
 from pathlib import Path
 
 import keras
@@ -237,7 +241,8 @@ class Trainer:
             dev = loop.best_dev_metrics or loop.validate_metrics()
             test = evaluation.evaluate(CheckpointScorer(model), prepared.test_split)
             steps = prepared.steps_per_epoch
-            results = RunResults(dev=dev, test=test, checkpoint=best_checkpoint, fit=fit or {},
+            results = RunResults(dev=dev, test=test, checkpoint=os.path.relpath(best_checkpoint, self.model_dir),
+                                 selection_metric=cfg.train.selection_metric, fit=fit or {},
                                  epochs=round(int(loop.state.global_step) / steps, 2) if steps else None,
                                  **prepared.time_spent.totals())
         if self.is_chief:

@@ -69,6 +69,7 @@ import tensorflow as tf
 from common import metrics, progress
 from common.config import TrainConfig, setting
 from common.errors import InputError
+from common.records import portable_path
 from common.wording import counted
 from data import splits
 from data.vocabulary import PAD, UNK, Vocabulary
@@ -333,7 +334,7 @@ class Ensemble(FittedModel):
             "grid_points": grid_points,
             "dev_recall_sum": round(metrics.recall_sum(fused, dev_split.caption_image), 2),
             "member_dev_recall_sums": own,
-            "members": list(self.config.members),
+            "members": [portable_path(member) for member in self.config.members],
         }
         return Fit(chosen, dev_scores=fused)
 

@@ -55,7 +55,9 @@ Readings taken where the paper is silent:
   deviation).
 - Images: the zoo's precomputed, frozen CNN features (the paper fine-tunes
   VGG-19 or OverFeat end to end: a deviation for a CPU budget); W_im is
-  d x (feature size).
+  d x (feature size). The paper's CNN output is its last fully connected
+  layer before the last ReLU (signed); the embedded features come after a
+  non-linearity (EfficientNet-Lite0's head after its ReLU6: non-negative).
 - Training: SGD (the paper's), batches of 128 ("100~150"), learning rate
   per member (not given; chosen by sweeps, see `PAPER_LEARNING_RATES`),
   at most 100 epochs with early
@@ -98,8 +100,9 @@ class MCNNConfig(VocabularyConfig):
     """Hyperparameters of m-CNN (Ma et al. 2015, Sec. 3 and 4).
 
     Image features (a deliberate deviation): the embedded 1280-d head of
-    EfficientNet-Lite0 (image and mirror averaged), fixed; the paper feeds
-    OverFeat ("fast") or 19-layer VGG, initialised from ImageNet and
+    EfficientNet-Lite0 (after its ReLU6, image and mirror averaged), fixed;
+    the paper feeds the 4096-d last fully connected layer, before its ReLU,
+    of OverFeat ("fast") or 19-layer VGG, initialised from ImageNet and
     trained with the matching CNN.
 
     Attributes:

@@ -52,9 +52,10 @@ Readings of the paper taken here (it is silent or ambiguous):
   with Keras' GRU initialisation; the paper gives no initialisation.
 - Training length and schedule are not given: 15 epochs at a constant
   learning rate, keeping the best model by dev rsum (see the registration).
-- Word vectors: the paper initialises W_w from precomputed word2vec
-  vectors (the 3.6 GB GoogleNews model, which cannot ship here); by default
-  word2vec is trained on the training captions, and
+- Word vectors (a deviation): the paper initialises W_w from
+  "precomputed word2vec embeddings" (Sec. IV.A; their corpus is not named,
+  and the public 300-d ones, the 3.6 GB GoogleNews model, cannot ship
+  here); by default word2vec is trained on the training captions, and
   `--set model.word_vectors=PATH` loads a vector file instead.
 """
 
@@ -79,13 +80,15 @@ class RCNConfig(VSEConfig):
     defaults are RCN-0.05.
 
     Image features (a deliberate deviation): the embedded data is the
-    1280-d head of EfficientNet-Lite0 (image and mirror averaged); the
-    paper used 2048-d ResNet-152 features averaged over 9 crops.
+    1280-d head of EfficientNet-Lite0 (ImageNet weights, image and mirror
+    averaged); the paper used the 2048-d penultimate layer of a ResNet-152
+    pre-trained on ImageNet and fine-tuned on MSCOCO, averaged over 9 crops.
 
     Attributes (besides `VSEConfig`'s, whose defaults here are the paper's:
     300-d words, 1024-d embeddings, margin 0.2, hardest negative averaged
     over the batch, the 5000 most frequent training words, sentences cut at
-    16 words, word2vec initialisation):
+    16 words, word2vec initialisation, here from word2vec trained on the
+    training captions, not the paper's precomputed vectors):
       num_capsules: N_c (4).
       recursions: passes after the first (4, so v^(5) is kept).
       regularization: lambda of eq. 15 (0.05); needs N_c >= 2 and at least

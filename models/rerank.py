@@ -57,6 +57,7 @@ import tensorflow as tf
 from common import metrics, reranking
 from common.config import TrainConfig, setting
 from common.errors import InputError
+from common.records import portable_path
 from data import splits
 from data.vocabulary import Vocabulary
 from models import ensemble, registry
@@ -253,7 +254,7 @@ class Rerank(FittedModel):
             "dev_recall_sum_by_k": {str(k): round(result["rsum"], 2) for k, result in by_k.items()},
             "dev_list_recall_by_k": {str(k): [round(result["i2t_list_recall"], 2), round(result["t2i_list_recall"], 2)]
                                      for k, result in by_k.items()},
-            "members": list(self.config.members),
+            "members": [portable_path(member) for member in self.config.members],
         })
 
     def _check_shared_encodings(self, dev_split, images, texts, sample=256):

@@ -9,9 +9,15 @@ linear map -> L2 norm; optionally the absolute value of both embeddings
 similarity and trained with a bidirectional hinge loss, summed over the
 negatives or kept for the hardest negative only.
 
-`gru`: the VSE++ baseline, which is also the "GRU" row of Francis et al.
-2018 (Table I: one capsule, no recursion). The Vilalta et al. variants are
-registered in `models/fne_pipelines.py`.
+`gru`: VSE++'s GRU model with VSE++'s defaults (Faghri et al. 2018). It
+is not the "GRU" row of Francis et al. 2018 (Table I), which is `rcn-gru`
+(`models/rcn.py`): that row trains batches of 16 (here 128) over the 5,000
+most frequent words (here every word seen 4 times) from word2vec vectors
+(here random ones), unclipped (here clipped at norm 2), the loss averaged
+over the batch (here summed), for 15 epochs at a constant rate (here 30,
+the rate divided by 10 after 15), its GRU the paper's eqs. 1-4 (here
+Keras' cuDNN-compatible one) over sentences cut at 16 words. The Vilalta
+et al. variants are registered in `models/fne_pipelines.py`.
 """
 
 import dataclasses

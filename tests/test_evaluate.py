@@ -4,6 +4,7 @@ tests/engine/test_evaluation.py)."""
 import json
 import shlex
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -47,7 +48,11 @@ def test_evaluate_reproduces_training_numbers_from_checkpoint_and_export(run, re
     for source in (["--model-dir", str(trained)], ["--saved-model", str(trained / "saved_model")]):
         out = tmp_path / f"{source[0].lstrip('-')}.json"  # a record file is only ever replaced by its own command's
         assert evaluate.main([*source, "--data", data, "--json", str(out)]) == 0
-        assert json.loads(out.read_text())["command"] == shlex.join(["python", "evaluate.py", *source, "--data", data])
+        # Its paths name no folder of this machine: outside the repository <dir>/NAME, inside relative to it.
+        recorded = {"--model-dir": f"<dir>/{trained.name}", "--saved-model": "<dir>/saved_model"}[source[0]]
+        recorded_data = "data/f8k_precomp" if Path(data) == EMBEDDED_DATA else f"<dir>/{Path(data).name}"
+        assert json.loads(out.read_text())["command"] == shlex.join(
+            ["python", "evaluate.py", source[0], recorded, "--data", recorded_data])
         got = evaluated_metrics(out)  # the record's one report
         for name, value in expected.items():
             assert got[name] == pytest.approx(value, abs=1e-6), (source, name)

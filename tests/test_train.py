@@ -44,7 +44,12 @@ def test_training_writes_config_vocab_checkpoints_logs_results_and_export(traine
 
     assert results["cores"] == len(os.sched_getaffinity(0)) and len(results["load_average"]) == 2
     assert 0.2 * results["wall_seconds"] < results["cpu_seconds"] < results["cores"] * results["wall_seconds"] + 30
-    assert results["command"].startswith("python train.py --model gru ") and f"--model-dir {trained}" in results["command"]
+    # Its paths name no folder of this machine: the run, outside the repository, is <dir>/NAME; the
+    # checkpoint is relative to the run, and the metric that chose it is recorded.
+    assert results["command"].startswith("python train.py --model gru ")
+    assert f"--model-dir '<dir>/{trained.name}'" in results["command"] and str(trained) not in results["command"]
+    assert results["checkpoint"].startswith("best/ckpt-") and (trained / f"{results['checkpoint']}.index").is_file()
+    assert results["selection_metric"] == "rsum"
     assert list((trained / "logs" / "train").iterdir()) and list((trained / "logs" / "dev").iterdir())
 
 

@@ -221,7 +221,7 @@ def encoding_throughput(path, repeats=3):
         for a in range(0, len(captions), 256):
             model.encode_text(tf.constant(captions[a : a + 256]))
         best = min(best, time.perf_counter() - began)
-    return {"saved_model": path, "isa": str(machine.instruction_set()), "captions": len(captions),
+    return {"saved_model": records.portable_path(path), "isa": str(machine.instruction_set()), "captions": len(captions),
             "captions_per_s": round(len(captions) / best, 1)}
 
 
@@ -231,7 +231,8 @@ COST_EVAL_IMAGES = {"eval_1k": None, "eval_5k": 5000}  # None: the split itself
 def cost_row(model_name, args):
     """The cost table's row of one model (see the module docstring): each
     stage in a `Worker` process of its own."""
-    report = {"model": model_name, "preset": args.preset, "overrides": args.set, "isa": str(machine.instruction_set())}
+    report = {"model": model_name, "preset": args.preset, "overrides": records.portable_arguments(args.set),
+              "isa": str(machine.instruction_set())}
     evaluations = [size for size in COST_EVAL_IMAGES if not (args.skip_5k and size == "eval_5k")]
     for stage in ("train", "validate", *evaluations, "encode"):
         with Worker(f"the {stage} stage of {model_name}", _cost_worker, stage, model_name, args) as worker:
@@ -347,7 +348,7 @@ def measure(model_name, args):
     report = {
         "model": model_name,
         "preset": args.preset,
-        "overrides": args.set,
+        "overrides": records.portable_arguments(args.set),
         "devices": [d.name for d in tf.config.list_logical_devices()],
         "isa": str(machine.instruction_set()),
     }

@@ -88,7 +88,7 @@ def image_signature_speed(saved_model, images, batch_sizes, repeats):
             times.append(time.perf_counter() - start)
         seconds = statistics.median(times)
         reports.append({
-            "saved_model": str(saved_model),
+            "saved_model": records.portable_path(saved_model),
             "backbone": provenance["backbone"],
             "views": provenance["crops"],
             "batch": batch_size,

@@ -222,7 +222,7 @@ def time_two_stage_queries(index, model, first_stage_queries, k):
         encode.append(encoded - began)
         propose.append(_timed(lambda: index.search_rows(synthetic[None], max(k, index.rerank_k)))[0])
     return {
-        "export": model.path, "rerank_k": index.rerank_k,
+        "export": records.portable_path(model.path), "rerank_k": index.rerank_k,
         "rerank_encoding_shape": index.manifest["model"]["rerank_encoding_shape"], "queries": len(total),
         "ef_search": index.manifest["approximate"]["ef_search"],
         "seconds_per_query": {"median": round(float(np.median(total)), 4),

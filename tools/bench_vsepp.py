@@ -112,7 +112,7 @@ def compare_with_vsepp(name, args):
     return {
         "model": name,
         "preset": args.preset,
-        "overrides": args.set,
+        "overrides": records.portable_arguments(args.set),
         "batch_size": train.batch_size,
         "steps_per_round": args.steps,
         # Each side's kernels' instruction set (oneDNN's caps TensorFlow's, MKL's PyTorch's products).

@@ -195,7 +195,7 @@ def _run(args):
                        ("fraction lower", "fraction_lower")):
         row(title, [f"{r[key]:.3f}" for r in results.values()])
     row("95% CI of drop", [f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]" for r in results.values()])
-    recording.write([{"model": name, **result} for name, result in results.items()])
+    recording.write([{"model": records.portable_path(name), **result} for name, result in results.items()])
     return 0
 
 

@@ -78,7 +78,8 @@ class FVConfig(ModelConfig):
 
     Image features (a deliberate deviation): the embedded 1280-d head of
     EfficientNet-Lite0 (image and mirror averaged); the paper encodes
-    images with VGG (4096-d, images resized to 221 x 221).
+    images with VGG (4096-d, images resized to 221 x 221; VGG-19's fc7
+    before its ReLU in the authors' code).
 
     Attributes:
       encoding: "mean", "gmm", "lmm", "hglmm" or "gmm-hglmm" (Table 1).

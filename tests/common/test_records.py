@@ -5,6 +5,7 @@ import datetime
 import importlib.metadata
 import json
 import platform
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +27,32 @@ def test_the_command_is_quoted_for_a_shell_and_keeps_what_follows_a_double_dash(
     argv = ["../my clone", "--set", "model.name=it's", "--", "--record", "x"]
     assert records.command_line("tools.bench_vsepp", [*argv, "--record", "r.json"]) == (
         "python -m tools.bench_vsepp '../my clone' --set 'model.name=it'\"'\"'s' -- --record x --record r.json")
+
+
+@pytest.mark.parametrize("path, written", [
+    ("/home/me/zoo/runs/gru-quick", "runs/gru-quick"),  # inside the repository: relative to it
+    ("/home/me/zoo/runs/../data/x.npy", "data/x.npy"),
+    ("/home/me/glove/glove.6B.50d.txt", "<dir>/glove.6B.50d.txt"),  # outside: its name only
+    ("/home/me/zoo-old/runs/a", "<dir>/a"),  # a sibling whose name starts like the repository's
+    ("runs/gru-quick", "runs/gru-quick"),  # relative: as it is
+    ("../elsewhere/x", "../elsewhere/x"),
+])
+def test_a_record_names_no_folder_of_the_machine(path, written):
+    assert records.portable_path(path, Path("/home/me/zoo")) == written
+
+
+def test_the_absolute_paths_of_a_command_are_made_portable_wherever_they_stand():
+    words = ["--model-dir", "/home/me/zoo/runs/x", "--set", "model.word_vectors=/data/glove.txt",
+             "--set", "model.members=runs/a,/home/me/zoo/runs/b,/tmp/c", "--out=/tmp/fig.png", "--set", "train.epochs=2"]
+    assert records.portable_arguments(words, Path("/home/me/zoo")) == [
+        "--model-dir", "runs/x", "--set", "model.word_vectors=<dir>/glove.txt",
+        "--set", "model.members=runs/a,runs/b,<dir>/c", "--out=<dir>/fig.png", "--set", "train.epochs=2"]
+
+
+def test_a_recorded_command_names_no_folder_of_the_machine():
+    inside = str(records.REPOSITORY / "runs" / "gru-quick" / "saved_model")
+    assert records.command_line("tools.bench_search", ["--saved-model", inside, "--data", "/tmp/x/f8k"], environ={}) == (
+        "python -m tools.bench_search --saved-model runs/gru-quick/saved_model --data '<dir>/f8k'")
 
 
 def test_the_command_names_the_variables_that_chose_its_kernels():

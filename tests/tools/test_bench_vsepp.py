@@ -93,7 +93,9 @@ def test_vsepp_comparison_records_its_report(tmp_path, monkeypatch, capsys):
     assert report["vsepp_isa"] == str(machine.instruction_set(machine.PYTORCH_ISA_CAPS))
     record = json.loads((tmp_path / "vsepp.json").read_text())
     assert record["reports"] == [report]
-    assert record["command"] == f"python -m tools.bench_vsepp {clone} {' '.join(TINY)} --steps 1 --warmup 0 --rounds 1"
+    # The clone, outside the repository, is <dir>/NAME: no folder of this machine.
+    assert record["command"] == (f"python -m tools.bench_vsepp '<dir>/{clone.name}' {' '.join(TINY)} "
+                                 "--steps 1 --warmup 0 --rounds 1")
 
 
 @pytest.mark.parametrize("model_py, missing", [

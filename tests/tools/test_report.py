@@ -310,7 +310,7 @@ def _record(fit):
     """A run's record as read_runs returns it, with this fit."""
     return {"model": "m", "preset": "quick", "command": None, "wall_seconds": None, "cpu_seconds": None, "cores": None,
             "load_average": None, "peak_memory_bytes": None, "fit": fit, "dev": _metrics(1.0, 10.0),
-            "test": _metrics(2.0, 20.0), "dev_history": []}
+            "test": _metrics(2.0, 20.0), "dev_history": [], "selection_metric": None}
 
 
 def test_fit_columns_fill_in_the_keys_a_run_recorded():
@@ -904,6 +904,45 @@ def test_a_missing_test_suite_record_or_a_malformed_test_suite_table_is_an_error
 def test_best_dev_at_says_which_validation_was_the_best(history, cell):
     record = {**_record({}), "dev_history": history}
     assert report_tables._run_cell("best_dev_at", record, {}, "run 'a'") == cell
+
+
+@pytest.mark.parametrize("history, dev_rsum, name_metric, cell", [
+    # Chosen by i2t mAP: the validation whose dev rsum is the kept checkpoint's, not the best rsum.
+    ([10.0, 12.0, 11.0], 10.0, False, "1 of 3"),
+    ([10.0, 12.0, 11.0], 11.0, True, "3 of 3 by i2t mAP (still rising)"),
+    ([10.0, 12.0, 12.0], 12.0, True, "2 or 3 of 3 by i2t mAP"),  # two validations of that rsum
+    ([10.000011, 12.0], 10.0, False, "1 of 2"),  # float32 in the logs
+    ([10.0, 12.0], 11.0, False, ""),  # none of that rsum: not told
+])
+def test_best_dev_at_counts_the_validation_the_selection_metric_kept(history, dev_rsum, name_metric, cell):
+    record = {**_record({}), "dev_history": history, "dev": _metrics(1.0, dev_rsum), "selection_metric": "i2t_map"}
+    assert report_tables._run_cell("best_dev_at", record, {}, "run 'a'", name_metric) == cell
+
+
+@pytest.mark.parametrize("train, recorded, metric", [
+    ({"selection_metric": "i2t_map"}, {}, "i2t_map"),  # results.json before it named the metric: the config's
+    ({}, {}, "rsum"),  # nor the config: train.selection_metric's default
+    ({"selection_metric": "i2t_map"}, {"selection_metric": "t2i_r1"}, "t2i_r1"),
+])
+def test_a_runs_selection_metric_is_its_results_else_its_configs(tmp_path, train, recorded, metric):
+    _write_run(tmp_path / "r", "w2vv", 10.0, None)
+    for name, values in (("config.json", {"train": train}), ("results.json", recorded)):
+        path = tmp_path / "r" / name
+        path.write_text(json.dumps({**json.loads(path.read_text()), **values}))
+    assert report.read_runs(tmp_path)["r"]["selection_metric"] == metric
+
+
+@pytest.mark.parametrize("metrics, header, cells", [
+    (["rsum", None], "best dev rsum at", ["2 of 2 (still rising)", "2 of 2 (still rising)"]),  # None: rsum, the default
+    (["i2t_map", "i2t_map"], "best dev i2t mAP at", ["1 of 2", "1 of 2"]),
+    (["rsum", "i2t_map"], "best dev at", ["2 of 2 (still rising)", "1 of 2 by i2t mAP"]),
+])
+def test_the_best_dev_header_names_the_selection_metric_its_runs_share(metrics, header, cells):
+    runs = {name: {**_record({}), "dev_history": [10.0, 12.0], "selection_metric": metric}
+            for name, metric in zip("ab", metrics)}
+    table = {"id": "t", "labels": ["run"], "columns": ["best_dev_at"], "rows": [{"run": n, "labels": [n]} for n in runs]}
+    assert report.render_table(table, {}, runs, "runs").split("\n\n", 1)[1] == "\n".join([
+        f"| run | {header} |", "|---|---|", f"| a | {cells[0]} |", f"| b | {cells[1]} |"])
 
 
 def test_a_record_row_shows_the_measured_time_of_the_runs_it_names(tmp_path):

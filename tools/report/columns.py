@@ -33,7 +33,7 @@ METRICS = {
 RUN_COLUMNS = {
     "dev_rsum": "dev rsum",
     "dev_history": "dev rsum per validation",
-    "best_dev_at": "best dev rsum at",
+    "best_dev_at": "best dev at",
     "epochs": "epochs",
     "pieces": "pieces",
     "wall_time": "wall time",
@@ -155,7 +155,12 @@ def _toml(value):
     return repr(value)
 
 
-def column_header(column):
+def column_header(column, selection_metrics=()):
+    """A column's header; best_dev_at's names the dev metric that chose the
+    checkpoints (`selection_metrics`, of the table's runs) when they share
+    one ("best dev rsum at")."""
+    if column == "best_dev_at" and len(selection_metrics) == 1:
+        return f"best dev {metric_label(*selection_metrics)} at"
     if isinstance(column, TemplateColumn):
         return column.header
     if column.startswith("paper:"):
@@ -163,3 +168,11 @@ def column_header(column):
     if column in METRICS:
         return METRICS[column][0]
     return RUN_COLUMNS.get(column) or MEASURED_COLUMNS[column]
+
+
+def metric_label(metric):
+    """A metric's name in a header, with its direction: "rsum", "i2t mAP",
+    "i2t R@5"."""
+    label = METRICS[metric][0] if metric in METRICS else metric
+    direction = metric.partition("_")[0]
+    return label if direction == metric or label.startswith(direction) else f"{direction} {label}"

@@ -68,6 +68,8 @@ def read_run(model_dir):
     for key in ("model_name", "preset"):
         check_key(config, config_path, key, STRING, required=True)
     record = {"model": config["model_name"], "preset": config["preset"], **_run_fields(RunResults.read(results, results_path))}
+    # A run recorded before results.json named the metric that chose its checkpoint: its config's (rsum by default).
+    record["selection_metric"] = record["selection_metric"] or config.get("train", {}).get("selection_metric", "rsum")
     record["dev_history"] = _dev_rsums(model_dir)
     return record
 

@@ -3,12 +3,14 @@ table of runs (render_table) with its mean, paper and record rows, the
 report's own table of the runs in no table, and a test-suite table's
 sentence."""
 
+import math
 import statistics
 
 from common.records import is_number
 from common.wording import counted
 from tools.report.cells import commands_block, format_value, paper_row, row_labels, run_number, train_command, with_sums
-from tools.report.columns import MEASURED_COLUMNS, METRICS, TIME_COLUMNS, TemplateColumn, column_header, parse_column
+from tools.report.columns import (MEASURED_COLUMNS, METRICS, TIME_COLUMNS, TemplateColumn, column_header, metric_label,
+                                  parse_column)
 from tools.report.comparisons import render_comparisons
 from tools.report.inputs import read_records, read_test_suites, select_report
 
@@ -75,10 +77,12 @@ def render_table(table, papers, runs, root, source="tables.toml", origins=None, 
     rows = [row for row in table["rows"] if _row_runs(row) <= runs.keys() and row.get("record", "") in {"", *records}]
     if not any(_row_runs(row) or "record" in row for row in rows):
         return None
-    headers = [*table["labels"], *(column_header(column) for column in columns)]
+    metrics = {selection_metric(runs[row["run"]]) for row in rows if "run" in row}
+    headers = [*table["labels"], *(column_header(column, metrics) for column in columns)]
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for row in rows:
-        cells = _row_cells(row, columns, papers, runs, table.get("spread", False), origins or {}, records)
+        cells = _row_cells(row, columns, papers, runs, table.get("spread", False), origins or {}, records,
+                           name_metric=len(metrics) > 1)
         lines.append("| " + " | ".join(cells) + " |")
     names = [name for row in rows for name in ([row["run"]] if "run" in row else row.get("mean", []))]
     files = list(dict.fromkeys(row["record"] for row in rows if "record" in row))
@@ -106,7 +110,7 @@ def table_runs(table):
     return {name for row in table.get("rows", []) for name in _row_runs(row)}
 
 
-def _row_cells(row, columns, papers, runs, spread, origins, records):
+def _row_cells(row, columns, papers, runs, spread, origins, records, name_metric=False):
     if "record" in row:
         report = with_sums(select_report(records[row["record"]], row))
         origin = f"results/{row['record']}"
@@ -117,7 +121,7 @@ def _row_cells(row, columns, papers, runs, spread, origins, records):
         record = runs[row["run"]]
         paper = with_sums(paper_row(papers, row["paper"])) if "paper" in row else {}
         origin = origins.get(row["run"], f"run {row['run']!r}")
-        return row_labels(row, record) + [_run_cell(column, record, paper, origin) for column in columns]
+        return row_labels(row, record) + [_run_cell(column, record, paper, origin, name_metric) for column in columns]
     if "mean" in row:
         records = [runs[name] for name in row["mean"]]
         return row_labels(row) + [_mean_cell(column, records, spread) for column in columns]
@@ -162,7 +166,7 @@ def _metric_cell(column, value):
     return "" if value is None else format_value(column, value)
 
 
-def _run_cell(column, record, paper, origin):
+def _run_cell(column, record, paper, origin, name_metric=False):
     if isinstance(column, TemplateColumn):
         return column.cell(record["fit"], origin) if column.source == "fit" else ""
     if column in METRICS or column == "dev_rsum":
@@ -172,13 +176,7 @@ def _run_cell(column, record, paper, origin):
     if column == "dev_history":
         return ", ".join(f"{value:.1f}" for value in record["dev_history"])
     if column == "best_dev_at":
-        # "10 of 10 (still rising)": the best validation was the last; the
-        # run stopped while still improving, undertrained at its budget.
-        history = record["dev_history"]
-        if not history:
-            return ""
-        best = history.index(max(history)) + 1
-        return f"{best} of {len(history)}" + (" (still rising)" if best == len(history) > 1 else "")
+        return _best_dev_at(record, name_metric)
     if column in TIME_COLUMNS:
         seconds = record[TIME_COLUMNS[column]]
         return "" if seconds is None else _duration(seconds)
@@ -192,6 +190,35 @@ def _run_cell(column, record, paper, origin):
         size = record["peak_memory_bytes"]
         return "" if size is None else f"{size / 2**30:.1f} GiB"
     raise AssertionError(column)
+
+
+def selection_metric(record):
+    """The dev metric that chose a run's checkpoint (rsum, the default of
+    train.selection_metric, for a run recorded before results.json named it)."""
+    return record["selection_metric"] or "rsum"
+
+
+def _best_dev_at(record, name_metric):
+    """Which validation's checkpoint a run kept, of how many: "2 of 3", and
+    its metric when `name_metric` ("2 of 3 by i2t mAP"). "10 of 10 (still
+    rising)": the kept one was the last, the run stopped while still
+    improving, undertrained at its budget. The history is of dev rsum; a
+    checkpoint chosen by another metric is the validation of the kept
+    checkpoint's dev rsum (each such one, if several)."""
+    history = record["dev_history"]
+    if not history:
+        return ""
+    metric = selection_metric(record)
+    if metric == "rsum":
+        kept = [history.index(max(history)) + 1]
+    else:
+        # float32 in the logs; two dev rsums differ by 0.004 at least (25,000 captions)
+        kept = [i + 1 for i, rsum in enumerate(history) if math.isclose(rsum, record["dev"]["rsum"], abs_tol=1e-3)]
+    if not kept:
+        return ""
+    named = f" by {metric_label(metric)}" if name_metric and metric != "rsum" else ""
+    rising = " (still rising)" if kept == [len(history)] and len(history) > 1 else ""
+    return f"{' or '.join(map(str, kept))} of {len(history)}{named}{rising}"
 
 
 def _duration(seconds):
