@@ -12,8 +12,10 @@ ROOT = Path(__file__).resolve().parent.parent
 TEXT_SUFFIXES = {".md", ".json", ".toml", ".txt"}
 # A machine's absolute path: a POSIX one below a usual root of home,
 # temporary or mounted folders (not after a letter, a dot or a slash:
-# "shared/data/", "../tmp/" and "$HOME/x" are not), or a Windows drive.
-MACHINE_PATH = re.compile(r"(?<![\w.~$/:-])/(?:work|home|tmp|root|Users|mnt|var|opt|srv|scratch|data)/[^\s\"'`)]*"
+# "shared/data/", "../tmp/" and "$HOME/x" are not), or a Windows drive. A
+# server's conventional folders in a deployment example (/srv, /models)
+# name no developer's machine.
+MACHINE_PATH = re.compile(r"(?<![\w.~$/:-])/(?:work|home|tmp|root|Users|mnt|var|scratch|data)/[^\s\"'`)]*"
                           r"|\b[A-Za-z]:\\[^\s\"'`)]*")
 
 
@@ -55,6 +57,7 @@ def test_a_machine_path_is_found(text):
     '"devices": ["/device:CPU:0"]',
     "--data /path/to/f8k_vgg19",
     "https://github.com/fartashf/vsepp/tree/master/data",
+    "--model_base_path=/srv/models/gru-quick/saved_model",  # a server's folder in a deployment example
 ])
 def test_a_portable_path_is_not_a_machine_path(text):
     assert not MACHINE_PATH.search(text)
