@@ -32,6 +32,14 @@ encoded images:
 
 `serving_default` is `score_images` where it exists, else `score`.
 
+Every SavedModel loader runs every signature: `tf.saved_model.load` (and TF
+Hub, Keras' `TFSMLayer`), which restores the object graph, and the session
+loader of TF Serving, `saved_model_cli run` and the C API, which restores
+variables by the SavedModel's saver. So the object graph holds the
+tf.Variables and resources the functions read (`ServingModule.track_state`),
+not the model's Keras 3 variables, which the saver would restore into
+copies.
+
 Texts are raw strings: the vocabulary and the tokenizer are in the graph.
 An empty caption, or one longer than the model accepts, fails the call with
 an InvalidArgumentError that says so.
@@ -75,6 +83,7 @@ import tempfile
 from pathlib import Path
 
 import tensorflow as tf
+from tensorflow.saved_model.experimental import TrackableResource
 
 from common.errors import InputError, error_reason
 from common.files import replace_directory
@@ -100,17 +109,13 @@ class ServingModule(tf.Module):
 
     def __init__(self, model, image_features="ims", image_provenance=None, image_extractor=None):
         super().__init__()
-        self.model = model
+        self._hold(model, image_extractor)
         # The kind of image features the model reads (`DataConfig.image_features`).
         self.image_features = tf.Variable(image_features, trainable=False, name="image_features")
         self.image_provenance = tf.Variable(json.dumps(image_provenance, sort_keys=True) if image_provenance else "",
                                             trainable=False, name="image_provenance")
         image_spec = tf.TensorSpec([None, model.image_dim], tf.float32, name="image_features")
         text_spec = tf.TensorSpec([None], tf.string, name="text")
-        # Every variable of the model, tracked by the module itself: Keras'
-        # GRU with dropout holds a seed-generator variable that the object
-        # graph does not reach, and an untracked capture fails the export.
-        self.model_variables = list(model.variables)
         # Whether encodings of one side can be compared with each other
         # (`RetrievalModel.joint_space` of the model `encode_*` serve).
         self.joint_space = tf.Variable(self._encoder().joint_space, trainable=False, name="joint_space")
@@ -128,11 +133,32 @@ class ServingModule(tf.Module):
         )
         self.signature_names = SIGNATURES
         if image_extractor is not None:
-            self.image_extractor = image_extractor
             bytes_spec = tf.TensorSpec([None], tf.string, name="images")
             self.encode_image_bytes = tf.function(self._encode_image_bytes, input_signature=[bytes_spec])
             self.score_images = tf.function(self._score_images, input_signature=[bytes_spec, text_spec])
             self.signature_names = SIGNATURES + IMAGE_SIGNATURES
+
+    @tf.__internal__.tracking.no_automatic_dependency_tracking
+    def _hold(self, model, image_extractor):
+        """Keeps the model and the image extractor out of the SavedModel's
+        object graph. A Keras 3 variable there is saved as a copy of the
+        tf.Variable it wraps: the session loader (TF Serving, `saved_model_cli
+        run`, the C API) restores the copy while the functions read the
+        original, left uninitialised. `track_state` tracks what they read."""
+        self.model = model
+        self.image_extractor = image_extractor
+
+    def track_state(self):
+        """Tracks, once every function is defined, the tf.Variables the
+        functions read (those under Keras' variables included) and the
+        resources (lookup tables, files) the model and the image extractor
+        hold: the state the SavedModel saves and every loader restores."""
+        read = [variable for function in self.signatures().values()
+                for variable in function.get_concrete_function().variables]
+        held = [item for owner in (self.model, self.image_extractor) if owner is not None
+                for item in tf.train.TrackableView(owner).descendants()
+                if isinstance(item, (TrackableResource, tf.saved_model.Asset))]
+        self.state = list({id(item): item for item in read + held}.values())
 
     def signatures(self):
         """{name: function} of the serving signatures, `serving_default`
@@ -275,6 +301,7 @@ def export_saved_model(model, path, image_features="ims", image_provenance=None)
                              f"{extractor.dim}-d features, the model reads {model.image_dim}-d ones")
     module = (ServingModule if model.rerank_k is None else TwoStageServingModule)(
         model, image_features, image_provenance, extractor)
+    module.track_state()
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     notice = _RenameNotice()

@@ -8,7 +8,6 @@ import io
 import json
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,12 +15,26 @@ import tensorflow as tf
 from PIL import Image
 
 import train
+from common.errors import error_reason
 from data import feature_extractor
-from tests.helpers import EMBEDDED_DATA, EMBEDDED_IMAGES
+from engine.evaluation import refusal_reason
+from engine.export import IMAGE_SIGNATURES, export_saved_model
+from tests.engine.session_loading import (
+    SAVED_MODEL_CLI, assert_session_loader_agrees, python_outputs, session_outputs)
+from tests.data.test_extract_features import _save_module
+from tests.helpers import EMBEDDED_DATA, EMBEDDED_IMAGES, randomize_weights
+from tests.models.test_fne_pipelines import VARIANTS as FNE_PIPELINES, tiny
+from tests.models.test_registered_models import SINGLE_MODELS, VOCABULARY, tiny_model
 
 SAMPLES = sorted(EMBEDDED_IMAGES.glob("*.jpg"))
 CAPTIONS = ["A dog runs through the snow .", "Two children play on a beach", "a man rides a bike"]
 FAMILIES = ["trained", "trained_rcn", "trained_w2vv", "trained_fv", "trained_fne", "trained_mcnn_st"]
+# Runs combining trained runs: an ensemble of three families, m-CNN's
+# ensemble, the two-stage run (without image signatures: their features
+# record no provenance).
+COMPOSITES = ["trained_ensemble", "trained_mcnn_ens", "trained_rerank"]
+# The signatures that run the image backbone.
+BACKBONE_SIGNATURES = (*IMAGE_SIGNATURES, "extract_image_features", "serving_default")
 
 
 def embedded_features(kind):
@@ -61,6 +74,11 @@ def exports(request, tmp_path_factory):
             run = copy
         paths[name] = run / "saved_model"
     return paths
+
+
+def export_of(run, exports, request):
+    """The SavedModel of the run fixture `run` (`exports`' for a family)."""
+    return exports[run] if run in exports else request.getfixturevalue(run) / "saved_model"
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -125,8 +143,7 @@ def test_an_empty_batch_of_images_has_empty_encodings_and_scores(trained):
 
 
 def test_saved_model_cli_lists_every_signature_with_named_inputs(exports):
-    cli = shutil.which("saved_model_cli") or str(__import__("pathlib").Path(sys.executable).parent / "saved_model_cli")
-    shown = subprocess.run([cli, "show", "--all", "--dir", str(exports["trained"])], capture_output=True, text=True,
+    shown = subprocess.run([SAVED_MODEL_CLI, "show", "--all", "--dir", str(exports["trained"])], capture_output=True, text=True,
                            check=True).stdout
     for name, inputs in [("encode_text", ["text"]), ("encode_image", ["image_features"]),
                          ("score", ["image_features", "text"]), ("similarity", ["image_encodings", "text_encodings"]),
@@ -185,7 +202,6 @@ def test_export_options_are_checked_in_one_line(trained, tmp_path, capsys, extra
 
 def test_a_backbone_the_zoo_cannot_rebuild_gives_an_export_of_image_features_with_a_warning(trained, tmp_path, caplog):
     from data import provenance
-    from engine.export import export_saved_model
     from models.restore import restore_model
 
     config, model = restore_model(trained)
@@ -200,3 +216,71 @@ def test_a_backbone_the_zoo_cannot_rebuild_gives_an_export_of_image_features_wit
 def test_training_records_the_features_provenance_in_config_json(trained):
     recorded = json.loads((trained / "config.json").read_text())["image_provenance"]
     assert recorded == json.loads((EMBEDDED_DATA / "provenance.json").read_text())
+
+
+@pytest.mark.parametrize("run", [run for run in FAMILIES if run != "trained_rcn"])
+def test_the_signatures_run_in_the_session_loader_as_in_python(exports, request, run):
+    """The loader of TF Serving, `saved_model_cli run` and the C API
+    restores the variables the signatures read (Keras 3's among them).
+    Every signature of `trained`'s export; of the others', those that do
+    not run the backbone, the same in every export. The slow test below
+    checks every signature of every run, rcn's and the composites' too,
+    whose graphs take minutes on 2 cores."""
+    assert_session_loader_agrees(export_of(run, exports, request), () if run == "trained" else BACKBONE_SIGNATURES)
+
+
+@pytest.mark.slow  # minutes on 2 cores
+@pytest.mark.parametrize("run", FAMILIES[1:] + COMPOSITES)
+def test_every_signature_runs_in_the_session_loader_as_in_python(exports, request, run):
+    assert_session_loader_agrees(export_of(run, exports, request))
+
+
+@pytest.mark.slow  # 29 exports of tiny models: minutes on 2 cores
+@pytest.mark.parametrize("name", [*SINGLE_MODELS, *(f"{name} fne" for name in FNE_PIPELINES)])
+def test_every_model_exports_for_the_session_loader(name, tmp_path):
+    """Every registered model (an FNE pipeline on both kinds of features), its
+    weights random."""
+    if name.endswith(" fne"):
+        model = tiny(name.split()[0], "model.image_input=fne")
+        model.adapt(np.random.default_rng(0).normal(loc=4, scale=3, size=(40, 12)).astype(np.float32))
+    else:
+        model = tiny_model(name)
+    export_saved_model(randomize_weights(model), tmp_path / "export")
+    assert_session_loader_agrees(tmp_path / "export")
+
+
+@pytest.mark.slow  # two exports: over 10 s on 2 cores
+@pytest.mark.parametrize("as_signature", [False, True])
+def test_an_export_with_a_tf_hub_backbone_runs_in_the_session_loader(tmp_path, as_signature):
+    """The variables of a TF Hub module (a restored SavedModel: a function,
+    or a signature only) are the export's too."""
+    from data import provenance
+    from models import registry
+
+    _save_module(tmp_path / "module", as_signature)
+    spec = registry.get("gru")
+    config = spec.experiment("paper", ["model.word_dim=8", "model.embed_dim=16"])
+    model = randomize_weights(spec.build_model(config.model, VOCABULARY, image_dim=4))  # the module's features
+    recorded = provenance.describe(f"tfhub:{tmp_path / 'module'}", "imagenet", 10, stages=False)
+    export = export_saved_model(model, tmp_path / "export", "ims", recorded)
+    assert "score_images" in assert_session_loader_agrees(export)
+
+
+def test_bad_input_fails_in_the_session_loader_as_in_python(trained):
+    texts = np.array(CAPTIONS, dtype=object)
+    calls = {
+        "empty batch": ("serving_default", {"images": np.array([], dtype=object), "text": texts}),
+        "non-image": ("encode_image_bytes", {"images": np.array([SAMPLES[0].read_bytes(), b"not an image"],
+                                                                dtype=object)}),
+        "empty caption": ("serving_default", {"images": np.array([SAMPLES[0].read_bytes()], dtype=object),
+                                              "text": np.array(["a dog", ""], dtype=object)}),
+    }
+    export = trained / "saved_model"
+    python, session = python_outputs(tf.saved_model.load(str(export)), calls), session_outputs(export, calls)
+    for outcomes in (python, session):
+        assert outcomes["empty batch"]["output_0"].shape == (0, len(CAPTIONS))
+        assert isinstance(outcomes["non-image"], tf.errors.InvalidArgumentError)
+        assert error_reason(outcomes["non-image"]).startswith("Unknown image file format.")
+        assert isinstance(outcomes["empty caption"], tf.errors.InvalidArgumentError)
+        assert refusal_reason(outcomes["empty caption"]) == "empty caption: a caption has no tokens."
+    assert error_reason(session["non-image"]) == error_reason(python["non-image"])
