@@ -18,6 +18,7 @@ from common.config import STRATEGIES, apply_overrides, check_override
 from common.errors import InputError, count, run_command
 from engine import model_dirs
 from models import registry
+from models.experiments import load_experiment
 
 
 def parse_args(argv):
@@ -63,11 +64,6 @@ def main(argv=None, evaluate_test=True, export=True):
 
 def _run(args):
     _check(args)
-    # TensorFlow loads only once the arguments are known to be usable.
-    from engine import training
-    from engine.evaluation import format_table
-    from models.restore import load_experiment
-
     if args.list:
         for name in registry.names():
             spec = registry.get(name)
@@ -77,13 +73,11 @@ def _run(args):
     if args.export_only:
         return _export_only(args.model_dir, args.serving_version, args.provenance)
 
-    strategy = [f"runtime.strategy={args.strategy}"] if args.strategy else []
-    if args.resume:
-        config = apply_overrides(load_experiment(args.model_dir), strategy)
-    else:
-        overrides = [*args.set, *([f"data.path={args.data}"] if args.data else []), *strategy]
-        config = registry.get(args.model).experiment(args.preset, overrides, args.image_features or "fc")
-    model_dir = args.model_dir or model_dirs.default(config.model_name, config.preset)
+    config, model_dir = _experiment(args)
+    # TensorFlow loads only once the arguments are known to be usable.
+    from engine import training
+    from engine.evaluation import format_table
+
     results = training.Trainer(config, model_dir, resume=args.resume, command=args.command).run(**args.finish)
     if results is not None:
         print(f"best checkpoint: {Path(model_dir) / results.checkpoint}")
@@ -121,6 +115,24 @@ def _check(args):
     for flag, folder in (("--data", args.data), ("--provenance", args.provenance)):
         if folder is not None and not Path(folder).is_dir():
             raise InputError(f"{flag} {folder}: no such folder")
+
+
+def _experiment(args):
+    """The run's experiment config and model directory, made before
+    TensorFlow loads: the preset and every `--set` value are checked as the
+    config is made (a model family's settings import no TensorFlow,
+    `models.registry`), and a new run's directory against it."""
+    strategy = [f"runtime.strategy={args.strategy}"] if args.strategy else []
+    if args.resume:
+        config = apply_overrides(load_experiment(args.model_dir), strategy)
+    else:
+        overrides = [*args.set, *([f"data.path={args.data}"] if args.data else []), *strategy]
+        config = registry.get(args.model).experiment(args.preset, overrides, args.image_features or "fc")
+    model_dir = args.model_dir or model_dirs.default(config.model_name, config.preset)
+    # A worker of a cluster may find the directory its chief has begun: the trainer checks on the chief.
+    if not args.resume and config.runtime.strategy != "multiworker":
+        model_dirs.check_new(model_dir, config)
+    return config, model_dir
 
 
 def _export_only(model_dir, version=None, features_dir=None):

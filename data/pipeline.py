@@ -149,8 +149,9 @@ def training_dataset(data, batches):
             "image_index": image_index,
         }
 
-    return (
-        tf.data.Dataset.from_tensor_slices(batches)
-        .map(gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        .prefetch(tf.data.AUTOTUNE)
-    )
+    # Not autotuned: deleting an autotuned dataset's iterator waits for tf.data's tuning thread to wake, up to a
+    # minute (40 s measured) when the loop paused for a validation, and a Ctrl-C waited with it. A batch is a few
+    # gathers, hidden behind the step by one prefetched batch.
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return tf.data.Dataset.from_tensor_slices(batches).map(gather).prefetch(1).with_options(options)

@@ -8,6 +8,7 @@ from common.errors import InputError
 from data import provenance, splits
 from data.embedded import EMBEDDED_DATA
 from engine import model_dirs
+from models.experiments import load_experiment
 from models.registry import FEATURE_NAMES
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,8 @@ def load_model_and_split(args, overrides=()):
         check_saved_model(args.saved_model)
     if args.data and not Path(args.data).is_dir():
         raise InputError(f"--data {args.data}: no such folder")
+    if args.model_dir:
+        load_experiment(args.model_dir, overrides)  # the run's config.json and the --set values, checked
     from engine import scoring  # Imported here: it loads TensorFlow.
 
     if args.model_dir:

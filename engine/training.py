@@ -166,11 +166,16 @@ class Trainer:
         # The states of the dropout random generators too (not part of the
         # model's checkpoint graph), so a resumed run draws the same masks.
         random_states = [v for v in model.variables if "seed_generator_state" in v.path]
-        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, state=state, random=random_states)
-        last = tf.train.CheckpointManager(checkpoint, self._private_dir(LAST_DIR), max_to_keep=2)
+        checkpointed = {"model": model, "optimizer": optimizer, "state": state, "random": random_states}
+        # Whether the checkpoint's step awaits its validation (the run stopped during it): saved beside the state,
+        # not in it, so that a checkpoint written before it was saved still restores whole.
+        validation_due = tf.Variable(False, trainable=False)
+        last = tf.train.CheckpointManager(tf.train.Checkpoint(**checkpointed, validation_due=validation_due),
+                                          self._private_dir(LAST_DIR), max_to_keep=2)
         best = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), self._private_dir(BEST_DIR), max_to_keep=1)
         if self.resume and last.checkpoints:
-            resumed = _restore_newest_intact(checkpoint, last, self.model_dir)
+            resumed = _restore_newest_intact(tf.train.Checkpoint(**checkpointed), last, self.model_dir)
+            tf.train.Checkpoint(validation_due=validation_due).restore(resumed).expect_partial()
             log.info("resumed from %s (epoch %d, step %d of it)", resumed, int(state.epoch) + 1, int(state.step_in_epoch))
         else:
             # A resumed run killed before its first checkpoint starts over.
@@ -187,8 +192,8 @@ class Trainer:
             write_json_atomically(self.model_dir / model_dirs.CONFIG_FILE, cfg.to_json() + "\n")
 
         writers = training_loop.summary_writers(self.model_dir / "logs", self.is_chief)
-        loop = training_loop.TrainingLoop(cfg, self.strategy, model, optimizer, state, last, best, dev_split, writers,
-                             time_spent if self.is_chief else None)
+        loop = training_loop.TrainingLoop(cfg, self.strategy, model, optimizer, state, validation_due, last, best,
+                                          dev_split, writers, time_spent if self.is_chief else None)
         return PreparedRun(train_split, test_split, vocabulary, model, loop, time_spent)
 
     def train(self, prepared):
@@ -239,6 +244,7 @@ class Trainer:
         if evaluate_test:
             # The best validation's metrics, unless this process never saw it.
             dev = loop.best_dev_metrics or loop.validate_metrics()
+            log.info("testing %s on %s", best_checkpoint, prepared.test_split.captions_file)
             test = evaluation.evaluate(CheckpointScorer(model), prepared.test_split)
             steps = prepared.steps_per_epoch
             results = RunResults(dev=dev, test=test, checkpoint=os.path.relpath(best_checkpoint, self.model_dir),
@@ -250,6 +256,7 @@ class Trainer:
             if results is not None:
                 write_json_atomically(self.model_dir / "results.json", results.to_json())
             if export:
+                log.info("exporting %s as a SavedModel into %s", best_checkpoint, self.model_dir / SAVED_MODEL_DIR)
                 export_saved_model(model, self.model_dir / SAVED_MODEL_DIR, cfg.data.image_features, cfg.image_provenance)
         return results
 

@@ -54,6 +54,9 @@ class TrainingLoop:
       strategy: the tf.distribute strategy the model was built under.
       model, optimizer: built, the optimizer's variables created.
       state: the `TrainingState` (restored when resuming).
+      validation_due: a boolean variable checkpointed in `last` beside
+        the state: whether its step's validation is still to do (the run
+        stopped during it), which `train` then does first.
       last, best: `tf.train.CheckpointManager`s.
       dev_split: the `RetrievalSplit` of validation.
       writers: (train, dev) `tf.summary` writers.
@@ -61,12 +64,14 @@ class TrainingLoop:
         checkpoint (None: not saved, on a worker that is not the chief).
     """
 
-    def __init__(self, config, strategy, model, optimizer, state, last, best, dev_split, writers, time_spent):
+    def __init__(self, config, strategy, model, optimizer, state, validation_due, last, best, dev_split, writers,
+                 time_spent):
         self.cfg = config
         self.strategy = strategy
         self.model = model
         self.optimizer = optimizer
         self.state = state
+        self.validation_due = validation_due
         self.last = last
         self.best = best
         self.scorer = CheckpointScorer(model)
@@ -87,7 +92,8 @@ class TrainingLoop:
     def train(self, train_data):
         """Trains by gradient steps until the last phase is over. A SIGINT
         or SIGTERM stops it between two steps, with a checkpoint of the
-        step it stopped at (`engine.stop_signals`): KeyboardInterrupt."""
+        step it stopped at (`engine.stop_signals`): KeyboardInterrupt. A
+        validation is interrupted (a resumed run does it first)."""
         with self._stop_requests() as stop_request:
             self._train(train_data, stop_request)
 
@@ -104,9 +110,12 @@ class TrainingLoop:
         # Gradient norms and the model's diagnostics, summarised between log
         # steps (see `diagnostics`).
         window = diagnostics.WindowSummary()
+        if bool(self.validation_due):
+            log.info("validating step %d first: the run stopped during its validation", int(self.state.global_step))
+            self._validate_and_save(self._validate(stop_request))
         while not self.stop:
             if stop_request:
-                raise KeyboardInterrupt  # asked for during the validation that ended the epoch, which checkpointed
+                raise KeyboardInterrupt  # asked for after the validation that ended the epoch, which checkpointed
             if self._phase_over():
                 if int(self.state.phase) == self.model.num_phases - 1:
                     break
@@ -164,7 +173,7 @@ class TrainingLoop:
                     bar.close()
                 validated = epoch_done or (tc.validate_every and step % tc.validate_every == 0)
                 if validated:
-                    self._validate_and_save()
+                    self._validate_and_save(self._validate(stop_request))
                     if self.stop or self._phase_over():
                         break
                 if stop_request:
@@ -182,7 +191,7 @@ class TrainingLoop:
         fit = self.model.fit_split(train_split, self.dev_split, self.train_writer, self.cfg.train.seed)
         log.info("fit: %s", ", ".join(f"{name} {value:.4g}" if isinstance(value, float) else f"{name} {value}"
                                       for name, value in fit.chosen.items()))
-        self._validate_and_save(None if fit.dev_scores is None else
+        self._validate_and_save(self.validate_metrics() if fit.dev_scores is None else
                                 evaluation.evaluate_scores(fit.dev_scores, self.dev_split.caption_image))
         return fit.chosen
 
@@ -231,12 +240,23 @@ class TrainingLoop:
         # only the selection metric.
         return evaluation.evaluate(self.scorer, self.dev_split, sentence_similarity=False)
 
-    def _validate_and_save(self, result=None):
-        """Validates (from `result`, the dev metrics, when the caller has
-        them), logs, keeps the best checkpoint and counts the patience."""
+    def _validate(self, stop_request):
+        """The dev metrics of the weights; a stop asked for meanwhile
+        interrupts the validation, after a checkpoint of the step with its
+        validation due (`train` does it first when the run resumes)."""
+        try:
+            with stop_request.interrupting():
+                return self.validate_metrics()
+        except KeyboardInterrupt:
+            self.validation_due.assign(True)
+            self._save_time_spent()
+            _save(self.last, int(self.state.global_step))
+            raise
+
+    def _validate_and_save(self, result):
+        """Logs a validation's `result` (the dev metrics), keeps the best
+        checkpoint, counts the patience and checkpoints the step."""
         tc = self.cfg.train
-        if result is None:
-            result = self.validate_metrics()
         step = int(self.state.global_step)
         with self.dev_writer.as_default(step=step):
             for name, value in result.items():
@@ -263,6 +283,7 @@ class TrainingLoop:
                 self.stop = True
                 # The stop is part of the state: a resumed run must not go on.
                 self.state.epoch.assign(int(self.state.phase_start_epoch) + tc.epochs)
+        self.validation_due.assign(False)
         self._save_time_spent()  # first, so that a checkpoint never lacks the time that led to it
         _save(self.last, step)
 

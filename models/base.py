@@ -1,6 +1,6 @@
-"""The interface every model of the zoo implements: its config's base
-classes (`ModelConfig`, `VocabularyConfig`) and the model (`RetrievalModel`,
-and `FittedModel` for one fitted without gradients)."""
+"""The interface every model of the zoo implements: the model
+(`RetrievalModel`, and `FittedModel` for one fitted without gradients);
+its config's base classes are `models.base_config`'s."""
 
 import abc
 import dataclasses
@@ -10,44 +10,9 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from common.config import setting
 from common.errors import InputError
-from data.tokenizer import TOKENIZERS
-
-
-@dataclasses.dataclass
-class ModelConfig:
-    """The settings of every model config that the shared code reads; each
-    family's config class derives from it and sets its paper's defaults.
-
-    Attributes:
-      tokenizer: how captions are split into words, a name of
-        `data.tokenizer.TOKENIZERS` (the trainer checks every caption with
-        it before training).
-      word_vectors: pretrained word vectors for the word embedding: None,
-        "word2vec" (skip-gram trained on the training captions, `word_dim`
-        wide) or a vector file (see `data.word_vectors.for_model`).
-      word_dim: the word vector size.
-    """
-
-    tokenizer: str = setting("treebank", choices=TOKENIZERS)
-    word_vectors: str | None = None
-    word_dim: int = setting(300, minimum=1)
-
-
-@dataclasses.dataclass
-class VocabularyConfig(ModelConfig):
-    """A `ModelConfig` whose vocabulary is built from the frequent training
-    words (`models.registry.default_vocabulary`).
-
-    Attributes:
-      vocab_min_count: keep training words seen at least this often.
-      vocab_max_size: keep at most this many words, the most frequent
-        (None = no limit).
-    """
-
-    vocab_min_count: int = setting(1, minimum=1)
-    vocab_max_size: int | None = setting(None, minimum=1)
+# Re-exported for `models.mcnn`, which imports them from here.
+from models.base_config import ModelConfig, VocabularyConfig  # noqa: F401
 
 
 @dataclasses.dataclass(frozen=True)

@@ -55,6 +55,9 @@ own (`joint_space` False): they are for scoring a collection encoded once
 its members' directories (their config.json and vocab.json rebuild the
 members); its checkpoint and its SavedModel hold every weight, so the
 SavedModel stands alone.
+
+The config class (`EnsembleConfig`) and the registration are in
+`models/ensemble_config.py`, which imports no TensorFlow (`models.registry`).
 """
 
 import dataclasses
@@ -67,43 +70,21 @@ import numpy as np
 import tensorflow as tf
 
 from common import metrics, progress
-from common.config import TrainConfig, setting
 from common.errors import InputError
 from common.records import portable_path
 from common.wording import counted
 from data import splits
 from data.vocabulary import PAD, UNK, Vocabulary
 from models import registry
-from models.base import Fit, FittedModel, ModelConfig
+from models.base import Fit, FittedModel
+# TRAINING is re-exported for `models.mcnn`, which registers m-CNN's ensemble with it.
+from models.ensemble_config import TRAINING, EnsembleConfig  # noqa: F401
 from models.restore import load_trained_run, restore_best_weights
 
-COMBINATIONS = ("zscore", "rank", "sum")
 # The grid search refuses grids larger than this (many members, a fine step).
 MAX_GRID_POINTS = 20_000
 BATCH = 256
 IMAGE_BLOCK = 128  # dev images scored at a time, against every dev caption
-
-
-@dataclasses.dataclass
-class EnsembleConfig(ModelConfig):
-    """Settings of an ensemble of trained runs.
-
-    Attributes:
-      members: the run directories (train.py's --model-dir) of the members,
-        at least two.
-      combination: "zscore", "rank" or "sum" (see the module docstring).
-      weights: one non-negative weight per member, fixed; empty = chosen on
-        the dev split over the simplex grid.
-      weight_step: the grid's step; 1 / weight_step must be a whole number.
-      quantiles: how many quantiles of a member's dev scores the "rank"
-        combination keeps (its resolution).
-    """
-
-    members: tuple[str, ...] = ()
-    combination: str = setting("zscore", choices=COMBINATIONS)
-    weights: tuple[float, ...] = setting((), minimum=0)
-    weight_step: float = setting(0.1, above=0, maximum=1)
-    quantiles: int = setting(4096, minimum=2)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -426,20 +407,3 @@ def member_columns(directories, experiments, kinds):
     return [Member(directory, experiment,
                    (starts[experiment.data.image_features], starts[experiment.data.image_features] + experiment.image_dim))
             for directory, experiment in zip(directories, experiments)]
-
-
-# Nothing is trained: the trainer validates the fitted ensemble once.
-TRAINING = TrainConfig()
-
-registry.register(
-    registry.ModelSpec(
-        name="ensemble",
-        config_class=EnsembleConfig,
-        build=build,
-        train=TRAINING,
-        vocabulary=vocabulary,
-        prepare=prepare,
-        # Nothing to size down: its cost is its members'.
-        presets={"quick": {}},
-    )
-)

@@ -50,7 +50,7 @@ import dataclasses
 
 from common.config import TrainConfig
 from models import registry
-from models.vse import VSEConfig, VSEModel
+from models.vse_config import VSEConfig
 
 DATASETS = ("f8k", "f30k", "coco")
 
@@ -182,7 +182,7 @@ for _name in ("sh", "mh", "soe", "moe", "ph", "poe"):
         registry.ModelSpec(
             name=_name,
             config_class=PipelineConfig,
-            build=VSEModel,
+            build=registry.deferred("models.vse:VSEModel"),
             train=TRAINING,
             presets=_presets(_name),
             image_features={"fne": FNE_FEATURES},

@@ -5,6 +5,12 @@ says which module registers which names, so a name is checked without
 importing any family, nor TensorFlow (a mistyped `--model` is refused at
 once), and `get` imports a family's module when one of its models is
 first asked for.
+
+A family's registering module holds its config class and presets and
+imports no TensorFlow: it names the functions that need it (the model's
+builder, its vocabulary) by `deferred` reference, imported when first
+called. So a model's experiment config, with every `--set` value checked,
+is made before TensorFlow loads (a mistake in a flag is refused at once).
 """
 
 import dataclasses
@@ -16,16 +22,18 @@ from common.config import ExperimentConfig, TrainConfig, apply_overrides
 from common.errors import InputError
 from data.splits import DataConfig
 
-# Each family's module and the `--model` names it registers (a test checks
-# that importing them registers exactly these).
+# Each family's registering module and the `--model` names it registers (a
+# test checks that importing them registers exactly these, and loads no
+# TensorFlow but for `models.mcnn`, whose settings are not yet apart from
+# its layers).
 FAMILIES = {
-    "models.vse": ("gru",),
-    "models.rcn": ("rcn", "rcn-0", "rcn-gru"),
+    "models.vse_config": ("gru",),
+    "models.rcn_config": ("rcn", "rcn-0", "rcn-gru"),
     "models.fne_pipelines": ("sh", "mh", "soe", "moe", "ph", "poe"),
-    "models.w2vv": ("w2vv", "w2vv-bow", "w2vv-word2vec", "w2vv-gru"),
+    "models.w2vv_config": ("w2vv", "w2vv-bow", "w2vv-word2vec", "w2vv-gru"),
     "models.mcnn": ("mcnn-wd", "mcnn-phs", "mcnn-phl", "mcnn-st", "mcnn-ens"),
-    "models.ensemble": ("ensemble",),
-    "models.rerank": ("rerank",),
+    "models.ensemble_config": ("ensemble",),
+    "models.rerank_config": ("rerank",),
     "models.fisher_vectors": ("fv-mean", "fv-gmm", "fv-lmm", "fv-hglmm", "fv-gmm-hglmm"),
 }
 _FAMILY_OF = {name: module for module, names in FAMILIES.items() for name in names}
@@ -36,6 +44,19 @@ _FAMILY_OF = {name: module for module, names in FAMILIES.items() for name in nam
 # features; `fne`, every layer's, the raw material of a Full-Network
 # Embedding. Recorded runs and exports name the files, so these stay.
 FEATURE_NAMES = {"fc": "ims", "fne": "stages"}
+
+
+def deferred(reference):
+    """The function `reference` ("package.module:name") names, imported when
+    first called: how a family's registering module names a function of
+    its TensorFlow module (e.g. "models.vse:VSEModel")."""
+    module, _, name = reference.partition(":")
+
+    def call(*args, **kwargs):
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__qualname__ = call.__name__ = reference
+    return call
 
 
 def default_vocabulary(config, train_captions, word_vectors=None):

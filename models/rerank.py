@@ -45,6 +45,9 @@ candidate (k = the larger of the dev images and captions). The test split
 takes no part in the choice; results.json's "fit" records it with the dev
 rsum at every k of the grid. `evaluate.py --set model.k=K` evaluates a run
 at another k without refitting.
+
+The config class (`RerankConfig`) and the registration are in
+`models/rerank_config.py`, which imports no TensorFlow (`models.registry`).
 """
 
 import dataclasses
@@ -55,37 +58,17 @@ import numpy as np
 import tensorflow as tf
 
 from common import metrics, reranking
-from common.config import TrainConfig, setting
 from common.errors import InputError
 from common.records import portable_path
 from data import splits
 from data.vocabulary import Vocabulary
 from models import ensemble, registry
-from models.base import Fit, FittedModel, ModelConfig, Stage
+from models.base import Fit, FittedModel, Stage
+from models.rerank_config import RerankConfig
 from models.restore import load_trained_run, restore_best_weights
 
 # Dev images scored at a time, against every dev caption, by either stage in the fit.
 IMAGE_BLOCK = 128
-
-
-@dataclasses.dataclass
-class RerankConfig(ModelConfig):
-    """Settings of a two-stage model.
-
-    Attributes:
-      members: two run directories (train.py's --model-dir): the first
-        stage (a joint-space model) and the second stage (any model).
-      k: the list length of each query, in both directions; None = chosen
-        on the dev split (see the module docstring).
-      k_grid: the list lengths the dev choice tries, smallest first.
-      k_margin: how far below the full re-ranking's dev rsum the chosen
-        k's may be (rsum points).
-    """
-
-    members: tuple[str, ...] = ()
-    k: int | None = setting(None, minimum=1)
-    k_grid: tuple[int, ...] = setting((1, 2, 5, 10, 20, 50, 100, 200, 500), minimum=1)
-    k_margin: float = setting(1.0, minimum=0)
 
 
 def stage_experiments(config):
@@ -282,17 +265,3 @@ def build(config, vocabulary, image_dim):
             f"model.members read image features {' + '.join(f'{k} ({d})' for k, d in kinds.items())} = "
             f"{sum(kinds.values())} columns; the run's features have {image_dim}")
     return Rerank(config, ensemble.member_columns(config.members, experiments, kinds))
-
-
-registry.register(
-    registry.ModelSpec(
-        name="rerank",
-        config_class=RerankConfig,
-        build=build,
-        # Nothing is trained: the trainer validates the fitted model once.
-        train=TrainConfig(),
-        vocabulary=vocabulary,
-        prepare=prepare,
-        presets={"quick": {}},
-    )
-)

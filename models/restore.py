@@ -1,36 +1,17 @@
 """A trained run's model back from its directory: the experiment config
-(`config.json`), the vocabulary (`vocab.json`) and the best checkpoint
+(`config.json`, read by `models.experiments`), the vocabulary (`vocab.json`) and the best checkpoint
 (`best/`), as `train.py` writes them."""
 
 from pathlib import Path
 
 import tensorflow as tf
 
-from common.config import ExperimentConfig, apply_overrides, experiment_from_json
 from common.errors import InputError, error_reason
-from common.files import read_text
 from data.vocabulary import Vocabulary
 from models import registry
+from models.experiments import load_experiment
 
 BEST_DIR = "best"
-
-
-def load_experiment(model_dir):
-    """Reads `<model_dir>/config.json` back into an `ExperimentConfig`.
-
-    A `model_name` that names no registered model is an `InputError`
-    naming the file and its key (not `--model`, which the user may not
-    have given)."""
-    path = Path(model_dir) / "config.json"
-    if not path.exists():
-        raise InputError(f"{path}: no config.json; is this a model directory written by train.py?")
-
-    def defaults(model_name, preset):
-        spec = registry.get(model_name, f"{path}: model_name")
-        return ExperimentConfig(model_name=model_name, preset=preset, model=spec.config_class(),
-                                train=type(spec.train)(), data=type(spec.data)())
-
-    return experiment_from_json(read_text(path), defaults, path)
 
 
 def load_trained_run(model_dir):
@@ -59,10 +40,7 @@ def restore_model(model_dir, overrides=()):
       (ExperimentConfig, RetrievalModel).
     """
     model_dir = Path(model_dir)
-    config = load_experiment(model_dir)
-    if any(not item.startswith("model.") for item in overrides):
-        raise InputError(f"--set {list(overrides)}: only model.KEY=VALUE settings apply to a trained model")
-    config = apply_overrides(config, overrides)
+    config = load_experiment(model_dir, overrides)
     vocabulary = Vocabulary.load(model_dir / "vocab.json")
     spec = registry.get(config.model_name)
     model = spec.build_model(config.model, vocabulary, config.image_dim)

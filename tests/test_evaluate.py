@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import evaluate
+from models import registry
 from tests.helpers import EMBEDDED_DATA, evaluated_metrics, run_timing_imports
 
 
@@ -22,6 +23,18 @@ def test_a_missing_model_or_folder_is_refused_before_tensorflow_loads(argv, erro
     (tmp_path / "config.json").write_text("{}")  # a run, as far as can be told without reading it
     status, messages, imported = run_timing_imports(["evaluate.py", *[arg.format(tmp=tmp_path) for arg in argv]])
     assert status == 2 and messages == [error.format(tmp=tmp_path)]
+    assert "common.errors" in imported and "tensorflow" not in imported
+
+
+@pytest.mark.parametrize("setting, error", [
+    ("model.similarity=dott", "error: model.similarity must be one of cosine, order; got 'dott'"),
+    ("model.similarty=dot", "error: --set 'model.similarty=dot': unknown key; valid keys: "),
+    ("train.epochs=2", "error: --set ['train.epochs=2']: only model.KEY=VALUE settings apply to a trained model"),
+], ids=["choice", "key", "section"])
+def test_a_set_mistake_is_refused_before_tensorflow_loads(setting, error, tmp_path):
+    (tmp_path / "config.json").write_text(registry.get("gru").experiment("paper").to_json())
+    status, messages, imported = run_timing_imports(["evaluate.py", "--model-dir", tmp_path, "--set", setting])
+    assert status == 2 and len(messages) == 1 and messages[0].startswith(error)
     assert "common.errors" in imported and "tensorflow" not in imported
 
 

@@ -15,6 +15,7 @@ import pytest
 
 import train
 from common.errors import InputError
+from models import registry
 from tests.conftest import TINY
 from tests.helpers import EMBEDDED_DATA, REPO, run_timing_imports
 
@@ -226,11 +227,31 @@ def test_bad_arguments_give_one_line_errors(argv, message, capsys, tmp_path):
     (["--model", "gru", "--data", "{tmp}/nowhere"], "error: --data {tmp}/nowhere: no such folder"),
     (["--model", "gru", "--strategy", "nosuch"], "error: --strategy 'nosuch': choose one of auto, default, mirrored, "
      "multiworker"),
-], ids=["model", "set", "resume", "data", "strategy"])
+    (["--model", "gru", "--preset", "quik"], "error: --preset 'quik': model 'gru' has presets paper, quick"),
+    (["--model", "gru", "--set", "train.epoch=2"], "error: --set 'train.epoch=2': unknown key; valid keys: "),
+    (["--model", "gru", "--set", "train.epochs=two"], "error: train.epochs must be of type int; got 'two'"),
+    (["--model", "gru", "--set", "train.epochs=0"], "error: train.epochs must be >= 1; got 0"),
+    (["--model", "rcn", "--set", "model.routing=literl"],
+     "error: model.routing must be one of literal, nonnegative; got 'literl'"),
+    (["--model", "w2vv", "--set", "model.scales=bow,bow"], "error: model config: scales must be distinct values of "),
+    (["--model", "fv-gmm", "--preset", "quick", "--set", "model.tokenizer=nltk"],
+     "error: model.tokenizer must be one of treebank, alnum; got 'nltk'"),
+    (["--model", "ph", "--image-features", "stages"], "error: --image-features 'stages': model 'ph' reads fc, fne"),
+    (["--model", "ensemble", "--set", "model.combination=mean"],
+     "error: model.combination must be one of zscore, rank, sum; got 'mean'"),
+    (["--model", "rerank", "--set", "model.k=0"], "error: model.k must be >= 1; got 0"),
+    (["--model", "gru", "--model-dir", "{run}"], "error: --model-dir {run} already holds a training run of these "
+     "settings; continue it with `python train.py --model-dir {run} --resume`"),
+], ids=["model", "set", "resume", "data", "strategy", "preset", "key", "type", "range", "choice", "config check",
+        "tokenizer", "image features", "ensemble", "rerank", "model-dir"])
 def test_a_typo_is_refused_before_tensorflow_loads(argv, error, tmp_path):
+    run = tmp_path / "run"  # a run of `gru` as far as its config.json tells
+    run.mkdir()
+    (run / "config.json").write_text(registry.get("gru").experiment("paper").to_json())
+    argv, error = [arg.format(tmp=tmp_path, run=run) for arg in argv], error.format(tmp=tmp_path, run=run)
     # The modules the command imported: not TensorFlow, which takes seconds to load.
-    status, messages, imported = run_timing_imports(["train.py", *[arg.format(tmp=tmp_path) for arg in argv]])
-    assert status == 2 and len(messages) == 1 and messages[0].startswith(error.format(tmp=tmp_path))
+    status, messages, imported = run_timing_imports(["train.py", *argv])
+    assert status == 2 and len(messages) == 1 and messages[0].startswith(error)
     assert "common.errors" in imported and "tensorflow" not in imported and "keras" not in imported
 
 
@@ -250,7 +271,6 @@ def test_the_paper_presets_advice_starts_a_quick_run_as_written(tmp_path, monkey
     # preset's command; after Ctrl-C that command, run as written, starts a quick run (here stopped once its
     # model directory is accepted), and so does the advice once runs/gru-quick holds a quick run too.
     from engine import training
-    from models import registry
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(training.tf.config, "list_physical_devices", lambda kind=None: [])  # a machine without a GPU
@@ -345,6 +365,41 @@ def test_sigterm_mid_epoch_checkpoints_that_step_and_resume_ends_where_an_uninte
     expected = json.loads((trained / "results.json").read_text())
     resumed = json.loads((model_dir / "results.json").read_text())
     assert resumed["pieces"] == 2
+    for split in ("dev", "test"):
+        for name, value in expected[split].items():
+            assert resumed[split][name] == pytest.approx(value, abs=1e-6), (split, name)
+
+
+@pytest.mark.slow  # over 10 s on 2 cores
+def test_sigint_as_a_validation_begins_stops_the_run_within_seconds_and_the_resumed_run_validates_that_step_first(
+        trained, tmp_path):
+    # A validation can take minutes: a Ctrl-C stops it at once, keeping the step with its validation due.
+    model_dir = tmp_path / "stopped"
+    command = [sys.executable, "train.py", "--model", "gru", "--preset", "quick", *TINY, "--set", "train.log_every=1",
+               "--model-dir", str(model_dir)]
+    # Python's own Ctrl-C handling, whatever the test runner's process does with SIGINT.
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        for line in process.stderr:
+            if " step 7 loss " in line:  # logged as step 7's validation begins (one every 7 steps)
+                process.send_signal(signal.SIGINT)
+                sent = time.monotonic()
+                break
+        after = process.stderr.read().strip().splitlines()
+        assert process.wait(timeout=60) == 130
+        seconds = time.monotonic() - sent
+    finally:
+        process.kill()
+    assert seconds < 20, after  # the checkpoint of a step and the process's exit
+    assert not [line for line in after if "dev at step" in line or " step 8 " in line], after
+    assert after[-1] == (f"interrupted: the training state is kept in {model_dir / 'checkpoints' / 'ckpt-7'}; "
+                         f"continue with `python train.py --model-dir {model_dir} --resume`")
+    done = subprocess.run([sys.executable, "train.py", "--model-dir", str(model_dir), "--resume"], cwd=REPO,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600)
+    assert done.returncode == 0 and "validating step 7 first: the run stopped during its validation" in done.stderr
+    expected = json.loads((trained / "results.json").read_text())
+    resumed = json.loads((model_dir / "results.json").read_text())
     for split in ("dev", "test"):
         for name, value in expected[split].items():
             assert resumed[split][name] == pytest.approx(value, abs=1e-6), (split, name)
@@ -496,8 +551,8 @@ def test_a_resumed_model_with_dropout_ends_as_an_uninterrupted_run(tmp_path, mon
     assert train.main([*argv, "--model-dir", str(tmp_path / "whole")]) == 0
     original = training_loop.TrainingLoop._validate_and_save
 
-    def interrupted(loop):
-        original(loop)
+    def interrupted(loop, result):
+        original(loop, result)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(training_loop.TrainingLoop, "_validate_and_save", interrupted)

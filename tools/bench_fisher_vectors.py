@@ -193,7 +193,7 @@ def word_table(words=3_000_000, dim=300, ica_sample=20_000, captions=1000):
     from data import splits, word_vectors
     from data.embedded import EMBEDDED_DATA, EMBEDDED_GLOVE_50D
     from models import registry
-    from models.fisher_vectors.model import FVConfig
+    from models.fisher_vectors.config import FVConfig
 
     seconds, memory = {}, {}
     stage_began = time.perf_counter()

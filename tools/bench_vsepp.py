@@ -8,7 +8,7 @@ PyTorch `VSE.train_emb` (model.py of a clone of github.com/fartashf/vsepp;
 needs `pip install torch`) on the same batches, VSE++ in a process of its
 own (a `tools.worker.Worker`: if it dies, say of an import error in the
 clone, the benchmark ends with its reason), and reports the pairs/s of each. The model must be one of the `gru`
-family (a `models.vse.VSEConfig`: `gru`, the RCNs, the Vilalta et al.
+family (a `models.vse_config.VSEConfig`: `gru`, the RCNs, the Vilalta et al.
 pipelines); VSE++ is built with its options. The report names the
 instruction set each side's kernels ran on (`zoo_isa`, capped by
 ONEDNN_MAX_CPU_ISA; `vsepp_isa`, capped by MKL_ENABLE_INSTRUCTIONS too):
@@ -73,11 +73,11 @@ def compare_with_vsepp(name, args):
     runs) on the same batches; pairs/s of each."""
     from common.errors import InputError
     from models import registry
-    from models.vse import VSEConfig
+    from models.vse_config import VSEConfig
 
     config_class = registry.get(name).config_class
     if not issubclass(config_class, VSEConfig):
-        raise InputError(f"--model {name}: VSE++ trains a VSE model (a models.vse.VSEConfig); "
+        raise InputError(f"--model {name}: VSE++ trains a VSE model (a models.vse_config.VSEConfig); "
                          f"{name}'s config is {config_class.__name__}")
     config, train_split, model = untrained_model(name, args.preset, args.set)
     model_config, train = config.model, config.train

@@ -1,11 +1,13 @@
 """Fisher vectors of word vectors + regularised CCA (Klein, Lev, Sadeh,
 Wolf, "Associating Neural Word Embeddings with Deep Image Representations
-using Fisher Vectors", CVPR 2015): the closed-form fitting parts."""
+using Fisher Vectors", CVPR 2015): the closed-form fitting parts. This
+package's module registers the models without TensorFlow (their config,
+`config`, too); the model is `model`'s (`models.registry`)."""
 
 from common.config import TrainConfig
 from data.embedded import EMBEDDED_GLOVE_50D
 from models import registry
-from models.fisher_vectors.model import ENCODINGS, FisherVectorModel, FVConfig, fv_vocabulary
+from models.fisher_vectors.config import ENCODINGS, FVConfig
 
 # Nothing is trained by gradients; the training settings only seed the fit.
 FITTED = TrainConfig(epochs=1)
@@ -19,9 +21,9 @@ for _encoding in ENCODINGS:
         registry.ModelSpec(
             name=f"fv-{_encoding}",
             config_class=FVConfig,
-            build=FisherVectorModel,
+            build=registry.deferred("models.fisher_vectors.model:FisherVectorModel"),
             train=FITTED,
-            vocabulary=fv_vocabulary,
+            vocabulary=registry.deferred("models.fisher_vectors.model:fv_vocabulary"),
             presets={"paper": {"model.encoding": _encoding}, "quick": {"model.encoding": _encoding, **QUICK}},
         )
     )

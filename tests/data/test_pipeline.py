@@ -61,6 +61,14 @@ def test_dataset_gathers_features_and_trims_padding():
         np.testing.assert_array_equal(batch["image_features"], data.images[data.caption_image[indices]])
 
 
+def test_the_training_dataset_is_not_autotuned():
+    # Deleting an autotuned dataset's iterator (each epoch's end) waits for tf.data's tuning thread to wake: up
+    # to a minute after a validation, during which a Ctrl-C waited too.
+    data = tokenized()
+    dataset = pipeline.training_dataset(data, pipeline.epoch_order(data, "all_captions", 8, seed=0, epoch=0))
+    assert dataset.options().autotune.enabled is False
+
+
 @pytest.mark.parametrize("sampling", ["all_captions", "one_caption_per_image"])
 def test_a_training_pair_is_a_caption_and_its_own_image_from_the_files(sampling):
     # The path training takes (the split as train.py reads it, tokenised, ordered, gathered) against the files

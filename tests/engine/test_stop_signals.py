@@ -49,3 +49,24 @@ def test_an_ignored_signal_stays_ignored(handlers):
         os.kill(os.getpid(), signal.SIGTERM)
         assert str(request) == "SIGTERM"
     assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM])
+def test_within_interrupting_the_first_signal_interrupts_the_work_and_is_the_request(number, handlers):
+    with stop_requests() as request:
+        with pytest.raises(KeyboardInterrupt), request.interrupting():
+            os.kill(os.getpid(), number)
+            pytest.fail("the work went on after the signal")
+        assert str(request) == signal.Signals(number).name
+        # Its handler is Python's again, and work that would be interrupted does not start.
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        with pytest.raises(KeyboardInterrupt), request.interrupting():
+            pytest.fail("the work began after the stop was asked for")
+
+
+def test_after_interrupting_a_signal_waits_for_the_loop_again(handlers):
+    with stop_requests() as request:
+        with request.interrupting():
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert str(request) == "SIGTERM"

@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data.tokenizer import tokenize_strings
+from common.config import valid_values
+from data.tokenizer import TOKENIZERS, tokenize_strings
 from data.word_vectors import WordVectors
-from models import registry
+from models import registry, vse, vse_config, w2vv, w2vv_config
+from models.base_config import ModelConfig
 from models.ensemble import EnsembleConfig
 from models.rerank import RerankConfig
 
@@ -33,6 +35,23 @@ def tiny_model(name):
 # from trained runs (tests/models/test_ensemble.py, test_rerank.py).
 SINGLE_MODELS = [name for name in registry.names()
                  if not issubclass(registry.get(name).config_class, (EnsembleConfig, RerankConfig))]
+
+
+# The names a config's setting takes, declared without TensorFlow, and the table of the functions or layers
+# they choose in the TensorFlow module: every name has one, every one a name.
+NAMED_CHOICES = {
+    "tokenizer": (valid_values(ModelConfig, "tokenizer")["choices"], TOKENIZERS),
+    "vse hinge": (vse_config.HINGE_NAMES, vse.HINGE_LOSSES),
+    "vse similarity": (valid_values(vse_config.VSEConfig, "similarity")["choices"], vse.SIMILARITIES),
+    "vse image input": (valid_values(vse_config.VSEConfig, "image_input")["choices"], vse.IMAGE_INPUTS),
+    "w2vv similarity": (valid_values(w2vv_config.W2VVConfig, "similarity")["choices"], w2vv.SIMILARITIES),
+    "w2vv loss": (valid_values(w2vv_config.W2VVConfig, "loss")["choices"], ("mse", *w2vv.HINGE_LOSSES)),
+}
+
+
+@pytest.mark.parametrize("names, table", NAMED_CHOICES.values(), ids=NAMED_CHOICES.keys())
+def test_each_name_a_config_takes_has_what_it_chooses(names, table):
+    assert sorted(names) == sorted(table)
 
 
 def batch(size=4, seed=0):

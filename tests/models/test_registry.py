@@ -41,6 +41,28 @@ def test_each_family_module_registers_the_names_the_registry_looks_up_without_it
         module: sorted(names) for module, names in registry.FAMILIES.items()}
 
 
+# Every family's settings are importable without TensorFlow, but m-CNN's, which its module holds beside its layers.
+EVERY_EXPERIMENT_WITHOUT_TENSORFLOW = """
+import json, sys
+from models import registry
+for module, names in registry.FAMILIES.items():
+    if module != "models.mcnn":
+        for name in names:
+            spec = registry.get(name)
+            for preset in ("paper", *spec.presets):
+                for features in ("fc", *spec.image_features):
+                    spec.experiment(preset, image_features=features)
+print(json.dumps(sorted({"tensorflow", "keras"} & set(sys.modules))))
+"""
+
+
+def test_a_family_s_experiments_are_made_without_tensorflow():
+    # What lets train.py check a preset and every --set value before TensorFlow loads (seconds).
+    done = subprocess.run([sys.executable, "-c", EVERY_EXPERIMENT_WITHOUT_TENSORFLOW], cwd=REPO, capture_output=True,
+                          text=True, timeout=600, check=True)
+    assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
 def test_an_unknown_name_is_refused_naming_the_known_ones():
     with pytest.raises(InputError) as error:
         registry.check_name("gru ", "--model")

@@ -17,7 +17,7 @@ TINY = ["--set", "model.word_dim=8", "--set", "model.embed_dim=16", "--steps", "
 def test_vsepp_comparison_needs_a_vse_model(tmp_path, capsys):
     assert bench_vsepp.main([str(tmp_path), "--model", "w2vv"]) == 2
     assert capsys.readouterr().err.strip() == (
-        "error: --model w2vv: VSE++ trains a VSE model (a models.vse.VSEConfig); w2vv's config is W2VVConfig"
+        "error: --model w2vv: VSE++ trains a VSE model (a models.vse_config.VSEConfig); w2vv's config is W2VVConfig"
     )
 
 

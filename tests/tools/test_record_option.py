@@ -3,7 +3,7 @@ be written is refused before any work."""
 
 import pytest
 
-from tools import bench, bench_fisher_vectors, bench_order_similarity, bench_vsepp
+from tools import bench, bench_cli_errors, bench_fisher_vectors, bench_order_similarity, bench_vsepp
 
 
 # --- every benchmark command records ------------------------------------------------------------
@@ -18,6 +18,7 @@ COMMANDS = {
     "bench --hardware": (bench.main, ["--hardware"], (bench.hardware, "machine_lines")),
     "bench --encode": (bench.main, ["--encode", "saved_model"], (bench, "encoding_throughput")),
     "bench --data-checks": (bench.main, ["--data-checks"], (bench, "data_check_timings")),
+    "bench_cli_errors": (bench_cli_errors.main, [], (bench_cli_errors, "time_mistake")),
     "bench_fisher_vectors": (bench_fisher_vectors.main, [], (bench_fisher_vectors, "fv_em_timings")),
     "bench_order_similarity": (bench_order_similarity.main, ["--images", "2"],
                                (bench_order_similarity, "order_similarity_evaluation")),

@@ -21,8 +21,9 @@ from data.tokenizer import tokenize_strings
 from data.vocabulary import Vocabulary
 from data.word_vectors import WordVectors
 from models.fisher_vectors import model as fv_model
+from models.fisher_vectors.config import FVConfig
 from models.fisher_vectors.mixtures import Mixture
-from models.fisher_vectors.model import FisherVectorModel, FVConfig
+from models.fisher_vectors.model import FisherVectorModel
 from models.restore import restore_model
 from tests.layers.test_fisher_vector import numpy_fisher_vector, power_and_l2
 

@@ -1,0 +1,50 @@
+"""The ensemble's settings (`models.ensemble`): its config class and the
+`ensemble` registration, without TensorFlow, so a command's flags are
+checked before TensorFlow loads (`models.registry`)."""
+
+import dataclasses
+
+from common.config import TrainConfig, setting
+from models import registry
+from models.base_config import ModelConfig
+
+COMBINATIONS = ("zscore", "rank", "sum")
+
+
+@dataclasses.dataclass
+class EnsembleConfig(ModelConfig):
+    """Settings of an ensemble of trained runs.
+
+    Attributes:
+      members: the run directories (train.py's --model-dir) of the members,
+        at least two.
+      combination: "zscore", "rank" or "sum" (see `models.ensemble`).
+      weights: one non-negative weight per member, fixed; empty = chosen on
+        the dev split over the simplex grid.
+      weight_step: the grid's step; 1 / weight_step must be a whole number.
+      quantiles: how many quantiles of a member's dev scores the "rank"
+        combination keeps (its resolution).
+    """
+
+    members: tuple[str, ...] = ()
+    combination: str = setting("zscore", choices=COMBINATIONS)
+    weights: tuple[float, ...] = setting((), minimum=0)
+    weight_step: float = setting(0.1, above=0, maximum=1)
+    quantiles: int = setting(4096, minimum=2)
+
+
+# Nothing is trained: the trainer validates the fitted ensemble once.
+TRAINING = TrainConfig()
+
+registry.register(
+    registry.ModelSpec(
+        name="ensemble",
+        config_class=EnsembleConfig,
+        build=registry.deferred("models.ensemble:build"),
+        train=TRAINING,
+        vocabulary=registry.deferred("models.ensemble:vocabulary"),
+        prepare=registry.deferred("models.ensemble:prepare"),
+        # Nothing to size down: its cost is its members'.
+        presets={"quick": {}},
+    )
+)
