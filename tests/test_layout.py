@@ -76,3 +76,15 @@ def test_the_modules_allowed_without_a_test_file_still_lack_one():
     assert not tested, f"{tested} now have test files: take them off WITHOUT_TEST_FILE"
     gone = sorted(WITHOUT_TEST_FILE - product_modules())
     assert not gone, f"{gone} are no modules: take them off WITHOUT_TEST_FILE"
+
+
+def test_every_test_folder_is_a_package():
+    # Mirrored names repeat across folders (tests/search/test_model.py,
+    # tests/models/fisher_vectors/test_model.py); pytest imports two such
+    # files as two modules only when their folders are packages. Without an
+    # `__init__.py` the second one fails to import whenever the same worker
+    # collects both.
+    folders = {path.parent for path in (ROOT / "tests").rglob("test_*.py")}
+    missing = sorted(folder.relative_to(ROOT).as_posix() for folder in folders
+                     if not (folder / "__init__.py").is_file())
+    assert not missing, f"test folders without an __init__.py: {missing}"

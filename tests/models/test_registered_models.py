@@ -91,8 +91,11 @@ def test_padding_does_not_change_text_encodings(name):
     _, token_ids = batch()
     padded = tf.pad(token_ids, [[0, 0], [0, 5]])
     np.testing.assert_allclose(model.encode_text(padded), model.encode_text(token_ids), atol=1e-6)
+    # A batch of one takes other CPU kernels than a batch of several: on an
+    # AVX-512 machine rcn's routing moves the encoding by up to 9e-5, while a
+    # pad token read as a word moves every model that masks by 0.02 or more.
     alone = model.encode_text(token_ids[:1, :3])
-    np.testing.assert_allclose(alone, model.encode_text(token_ids)[:1], atol=1e-6)
+    np.testing.assert_allclose(alone, model.encode_text(token_ids)[:1], atol=1e-3)
 
 
 @pytest.mark.parametrize("name", SINGLE_MODELS)
