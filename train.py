@@ -15,14 +15,14 @@ from pathlib import Path
 
 from common import records
 from common.config import STRATEGIES, apply_overrides, check_override
-from common.errors import InputError, count, run_command
+from common.errors import ArgumentParser, InputError, count, run_command
 from engine import model_dirs
 from models import registry
 from models.experiments import load_experiment
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", help="registered model name (see --list)")
     parser.add_argument("--preset", default="paper", help="'paper' (the paper's settings) or a smaller preset such as 'quick'")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -121,13 +121,17 @@ def _experiment(args):
     """The run's experiment config and model directory, made before
     TensorFlow loads: the preset and every `--set` value are checked as the
     config is made (a model family's settings import no TensorFlow,
-    `models.registry`), and a new run's directory against it."""
+    `models.registry`), a composite model's member runs as it is completed
+    from them (`ModelSpec.prepare`), and a new run's directory against it."""
     strategy = [f"runtime.strategy={args.strategy}"] if args.strategy else []
     if args.resume:
         config = apply_overrides(load_experiment(args.model_dir), strategy)
     else:
         overrides = [*args.set, *([f"data.path={args.data}"] if args.data else []), *strategy]
-        config = registry.get(args.model).experiment(args.preset, overrides, args.image_features or "fc")
+        spec = registry.get(args.model)
+        config = spec.experiment(args.preset, overrides, args.image_features or "fc")
+        if spec.prepare:
+            config = spec.prepare(config)
     model_dir = args.model_dir or model_dirs.default(config.model_name, config.preset)
     # A worker of a cluster may find the directory its chief has begun: the trainer checks on the chief.
     if not args.resume and config.runtime.strategy != "multiworker":

@@ -5,7 +5,6 @@ import json
 
 from common.errors import InputError
 from common.files import atomic_write, read_text
-from data.tokenizer import tokenize_strings
 
 PAD, UNK = "<pad>", "<unk>"
 
@@ -49,6 +48,10 @@ class Vocabulary:
         `<unk>`); then appends `extra_words` not already kept, in their
         order (e.g. the words of a word-vector file, for a model that uses
         their vectors as they are), with their training counts."""
+        # Imported here: reading a saved vocabulary (a composite model's
+        # members, checked before TensorFlow loads) needs no tokenizer.
+        from data.tokenizer import tokenize_strings
+
         counts = collections.Counter(
             token for tokens in tokenize_strings(list(captions), tokenizer) for token in tokens
         )

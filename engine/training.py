@@ -65,7 +65,8 @@ from engine.train_step import make_optimizer
 from layers.text_vectorizer import MAX_INPUT_TOKENS
 from models import registry
 from models.base import FittedModel, RetrievalModel
-from models.restore import BEST_DIR, restore_checkpoint
+from models.experiments import BEST_DIR
+from models.restore import restore_checkpoint
 
 log = logging.getLogger("train")
 
@@ -101,7 +102,9 @@ class Trainer:
     """Trains, validates, checkpoints, evaluates and exports one experiment.
 
     Args:
-      config: an `ExperimentConfig`; its `runtime` section chooses the
+      config: an `ExperimentConfig`, complete: for a composite model (an
+        ensemble, a two-stage model) the one its registration's `prepare`
+        returned, as `train.py` makes it; its `runtime` section chooses the
         strategy and the precision, and is recorded in config.json (with
         the strategy "auto" stands for on this machine).
       model_dir: where everything is written.
@@ -137,8 +140,6 @@ class Trainer:
         and vocab.json; returns the `PreparedRun`."""
         self._check_model_dir()
         time_spent = TimeSpent(self.model_dir, self.resume, self.command)
-        if not self.resume and self.spec.prepare:
-            self.config = self.spec.prepare(self.config)
         train_split, dev_split, test_split = self._load_data()
         cfg = self.config
         if self.resume:

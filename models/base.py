@@ -11,8 +11,6 @@ import tensorflow as tf
 from keras import ops
 
 from common.errors import InputError
-# Re-exported for `models.mcnn`, which imports them from here.
-from models.base_config import ModelConfig, VocabularyConfig  # noqa: F401
 
 
 @dataclasses.dataclass(frozen=True)

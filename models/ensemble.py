@@ -72,14 +72,11 @@ import tensorflow as tf
 from common import metrics, progress
 from common.errors import InputError
 from common.records import portable_path
-from common.wording import counted
-from data import splits
 from data.vocabulary import PAD, UNK, Vocabulary
 from models import registry
 from models.base import Fit, FittedModel
-# TRAINING is re-exported for `models.mcnn`, which registers m-CNN's ensemble with it.
-from models.ensemble_config import TRAINING, EnsembleConfig  # noqa: F401
-from models.restore import load_trained_run, restore_best_weights
+from models.members import feature_kinds, member_experiments
+from models.restore import restore_best_weights
 
 # The grid search refuses grids larger than this (many members, a fine step).
 MAX_GRID_POINTS = 20_000
@@ -95,101 +92,6 @@ class Member:
     directory: str
     experiment: object
     columns: tuple[int, int]
-
-
-def member_experiments(config):
-    """The members' experiment configs, from their config.json files:
-    `InputError` (one line, naming the file) for fewer than two members, a
-    member listed twice, a directory without a run or without a best
-    checkpoint or vocabulary, or a member that is an ensemble itself."""
-    if len(config.members) < 2:
-        raise InputError(
-            "model.members: an ensemble needs at least two run directories (train.py's --model-dir), e.g. "
-            f"--set model.members=runs/gru-quick,runs/fv-gmm-hglmm-quick; got {list(config.members)}"
-        )
-    seen = set()
-    experiments = []
-    for directory in config.members:
-        if Path(directory).resolve() in seen:
-            raise InputError(f"model.members: {directory} is listed twice")
-        seen.add(Path(directory).resolve())
-        experiment = load_trained_run(directory)
-        if issubclass(registry.get(experiment.model_name).config_class, EnsembleConfig):
-            raise InputError(f"{directory}/config.json: a member may not be an ensemble ({experiment.model_name!r}); "
-                             "list its members instead")
-        experiments.append(experiment)
-    if config.weights and len(config.weights) != len(experiments):
-        raise InputError(f"model.weights: {counted(len(config.weights), 'weight')} for {counted(len(experiments), 'member')}")
-    if config.weights and not sum(config.weights) > 0:
-        raise InputError(f"model.weights: at least one weight must be positive; got {list(config.weights)}")
-    return experiments
-
-
-def feature_kinds(experiments):
-    """The image feature kinds the members read ({name: dimension}), in the
-    order they first appear; a kind read at two dimensions is an error."""
-    kinds = {}
-    for experiment in experiments:
-        name, dim = experiment.data.image_features, experiment.image_dim
-        if kinds.setdefault(name, dim) != dim:
-            raise InputError(f"model.members: two members read image features {name!r} of dimensions "
-                             f"{kinds[name]} and {dim}; they were trained on different data")
-    return kinds
-
-
-def prepare(config):
-    """A new ensemble run's experiment config, checked against its members
-    before any data is read for training: the image features it reads are
-    those of its members; the members must have been trained with the same
-    dev and test splits (the same images and captions in the same order,
-    wherever they were read from), and the ensemble's dev split must be
-    theirs (its weights are chosen on the split its members were selected
-    on, never on data they trained on). Its test split may be any (e.g. the
-    members' in another order). Otherwise an `InputError` names the run and
-    the first difference."""
-    experiments = member_experiments(config.model)
-    kinds = feature_kinds(experiments)
-    data = dataclasses.replace(config.data, image_features="+".join(kinds))
-    contents = {}
-
-    def read(root, split, kind):
-        if (root, split) not in contents:
-            loaded = splits.load_split(root, split, kind)
-            contents[root, split] = loaded.image_ids, loaded.captions, loaded.caption_image
-        return contents[root, split]
-
-    def split_of(experiment, role):
-        name = getattr(experiment.data, f"{role}_split")
-        return read(experiment.data.path, name, experiment.data.image_features), Path(experiment.data.path) / name
-
-    first = config.model.members[0]
-    for role in ("dev", "test"):
-        reference, where = split_of(experiments[0], role)
-        for directory, experiment in zip(config.model.members[1:], experiments[1:]):
-            theirs, their_file = split_of(experiment, role)
-            difference = split_difference(reference, theirs)
-            if difference:
-                raise InputError(f"{directory}/config.json: its {role} split ({their_file}) is not the one of "
-                                 f"{first} ({where}): {difference}")
-    reference, where = split_of(experiments[0], "dev")
-    difference = split_difference(read(data.path, data.dev_split, next(iter(kinds))), reference)
-    if difference:
-        raise InputError(f"{Path(data.path) / data.dev_split}: the ensemble's dev split is not its members' ({where}), "
-                         f"on which its weights must be chosen: {difference}")
-    return dataclasses.replace(config, data=data)
-
-
-def split_difference(ours, theirs):
-    """The first difference between two splits' contents, in words, or None."""
-    for what, a, b in zip(("image", "caption"), ours[:2], theirs[:2]):
-        if len(a) != len(b):
-            return f"{len(a)} {what}s against {len(b)}"
-        for index, (x, y) in enumerate(zip(a, b)):
-            if x != y:
-                return f"{what} {index + 1} is {x!r} against {y!r}"
-    if not np.array_equal(ours[2], theirs[2]):
-        return "the captions belong to other images"
-    return None
 
 
 def vocabulary(config, train_captions, word_vectors=None):

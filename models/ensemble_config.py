@@ -43,7 +43,7 @@ registry.register(
         build=registry.deferred("models.ensemble:build"),
         train=TRAINING,
         vocabulary=registry.deferred("models.ensemble:vocabulary"),
-        prepare=registry.deferred("models.ensemble:prepare"),
+        prepare=registry.deferred("models.members:prepare_ensemble"),
         # Nothing to size down: its cost is its members'.
         presets={"quick": {}},
     )

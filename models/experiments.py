@@ -10,6 +10,9 @@ from common.errors import InputError
 from common.files import read_text
 from models import registry
 
+# The folder of a run directory that holds its best checkpoint (`engine.training`).
+BEST_DIR = "best"
+
 
 def load_experiment(model_dir, overrides=()):
     """Reads `<model_dir>/config.json` back into an `ExperimentConfig`,

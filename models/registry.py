@@ -24,14 +24,13 @@ from data.splits import DataConfig
 
 # Each family's registering module and the `--model` names it registers (a
 # test checks that importing them registers exactly these, and loads no
-# TensorFlow but for `models.mcnn`, whose settings are not yet apart from
-# its layers).
+# TensorFlow).
 FAMILIES = {
     "models.vse_config": ("gru",),
     "models.rcn_config": ("rcn", "rcn-0", "rcn-gru"),
     "models.fne_pipelines": ("sh", "mh", "soe", "moe", "ph", "poe"),
     "models.w2vv_config": ("w2vv", "w2vv-bow", "w2vv-word2vec", "w2vv-gru"),
-    "models.mcnn": ("mcnn-wd", "mcnn-phs", "mcnn-phl", "mcnn-st", "mcnn-ens"),
+    "models.mcnn_config": ("mcnn-wd", "mcnn-phs", "mcnn-phl", "mcnn-st", "mcnn-ens"),
     "models.ensemble_config": ("ensemble",),
     "models.rerank_config": ("rerank",),
     "models.fisher_vectors": ("fv-mean", "fv-gmm", "fv-lmm", "fv-hglmm", "fv-gmm-hglmm"),

@@ -50,7 +50,6 @@ The config class (`RerankConfig`) and the registration are in
 `models/rerank_config.py`, which imports no TensorFlow (`models.registry`).
 """
 
-import dataclasses
 from pathlib import Path
 
 import keras
@@ -60,66 +59,14 @@ import tensorflow as tf
 from common import metrics, reranking
 from common.errors import InputError
 from common.records import portable_path
-from data import splits
 from data.vocabulary import Vocabulary
 from models import ensemble, registry
 from models.base import Fit, FittedModel, Stage
-from models.rerank_config import RerankConfig
-from models.restore import load_trained_run, restore_best_weights
+from models.members import feature_kinds, stage_experiments
+from models.restore import restore_best_weights
 
 # Dev images scored at a time, against every dev caption, by either stage in the fit.
 IMAGE_BLOCK = 128
-
-
-def stage_experiments(config):
-    """The two stages' experiment configs, from their config.json files:
-    `InputError` (one line, naming the file) unless `members` is two
-    distinct run directories, each with its vocabulary and best checkpoint,
-    neither a two-stage run itself."""
-    if len(config.members) != 2:
-        raise InputError(
-            "model.members: a two-stage model needs two run directories (train.py's --model-dir), the first "
-            "stage then the second, e.g. --set model.members=runs/fv-gmm-hglmm-quick,runs/ens-all-quick; "
-            f"got {list(config.members)}")
-    if Path(config.members[0]).resolve() == Path(config.members[1]).resolve():
-        raise InputError(f"model.members: {config.members[0]} is both stages; its own evaluation ranks by it alone")
-    experiments = []
-    for directory in config.members:
-        experiment = load_trained_run(directory)
-        if issubclass(registry.get(experiment.model_name).config_class, RerankConfig):
-            raise InputError(f"{directory}/config.json: a stage may not be a two-stage run itself; "
-                             "name its stages' runs instead")
-        experiments.append(experiment)
-    return experiments
-
-
-def prepare(config):
-    """A new two-stage run's experiment config, checked against its stages
-    before any data is read: it reads the image features of both stages
-    (side by side, once if they are the same kind); both stages were
-    selected on the same dev split (the same images and captions in the
-    same order) and the run's dev split is theirs, on which `k` is chosen.
-    Its test split may be any. Otherwise an `InputError` names the run and
-    the first difference."""
-    experiments = stage_experiments(config.model)
-    kinds = ensemble.feature_kinds(experiments)
-    data = dataclasses.replace(config.data, image_features="+".join(kinds))
-
-    def dev_of(data_config):
-        loaded = splits.load_split(data_config.path, data_config.dev_split, data_config.image_features.split("+")[0])
-        return (loaded.image_ids, loaded.captions, loaded.caption_image), Path(data_config.path) / data_config.dev_split
-
-    reference, where = dev_of(experiments[0].data)
-    for directory, data_config in ((config.model.members[1], experiments[1].data), (None, data)):
-        theirs, their_file = dev_of(data_config)
-        difference = ensemble.split_difference(reference, theirs)
-        if difference and directory:
-            raise InputError(f"{directory}/config.json: its dev split ({their_file}) is not the one of the first "
-                             f"stage, {config.model.members[0]} ({where}): {difference}")
-        if difference:
-            raise InputError(f"{their_file}: the run's dev split is not its stages' ({where}), on which k must be "
-                             f"chosen: {difference}")
-    return dataclasses.replace(config, data=data)
 
 
 def vocabulary(config, train_captions, word_vectors=None):
@@ -259,7 +206,7 @@ def build(config, vocabulary, image_dim):
     """The two-stage model of `config.members` (see `Rerank`); `image_dim`
     must be the sum of the dimensions of the kinds of features they read."""
     experiments = stage_experiments(config)
-    kinds = ensemble.feature_kinds(experiments)
+    kinds = feature_kinds(experiments)
     if sum(kinds.values()) != image_dim:
         raise InputError(
             f"model.members read image features {' + '.join(f'{k} ({d})' for k, d in kinds.items())} = "

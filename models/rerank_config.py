@@ -37,7 +37,7 @@ registry.register(
         # Nothing is trained: the trainer validates the fitted model once.
         train=TrainConfig(),
         vocabulary=registry.deferred("models.rerank:vocabulary"),
-        prepare=registry.deferred("models.rerank:prepare"),
+        prepare=registry.deferred("models.members:prepare_rerank"),
         presets={"quick": {}},
     )
 )

@@ -9,23 +9,7 @@ import tensorflow as tf
 from common.errors import InputError, error_reason
 from data.vocabulary import Vocabulary
 from models import registry
-from models.experiments import load_experiment
-
-BEST_DIR = "best"
-
-
-def load_trained_run(model_dir):
-    """The `ExperimentConfig` of a trained run another model is built from
-    (an ensemble's member, a re-ranker's stage): `InputError` naming the
-    file unless the run has its vocabulary, a best checkpoint and its
-    image width."""
-    experiment = load_experiment(model_dir)
-    Vocabulary.load(Path(model_dir) / "vocab.json")
-    if tf.train.latest_checkpoint(str(Path(model_dir) / BEST_DIR)) is None:
-        raise InputError(f"{Path(model_dir) / BEST_DIR}: no checkpoint; has this run been validated once?")
-    if experiment.image_dim is None:
-        raise InputError(f"{model_dir}/config.json: no image_dim; is this a run written by train.py?")
-    return experiment
+from models.experiments import BEST_DIR, load_experiment
 
 
 def restore_model(model_dir, overrides=()):

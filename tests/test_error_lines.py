@@ -16,17 +16,13 @@ ENTRY_POINTS = sorted(
     if not path.relative_to(REPO).parts[0].startswith((".", "tests"))
     and re.search(r'^if __name__ == "__main__":', path.read_text(), re.M)
 )
-# train.py's argument checks are being reworked elsewhere; it takes the parser then.
-NOT_YET = {"train"}
 
 
 def test_the_entry_points_are_found():
     assert {"evaluate", "search.__main__", "tools.bench", "tools.report.__main__", "train"} <= set(ENTRY_POINTS)
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason="argparse's own parser")) if name in NOT_YET else name
-    for name in ENTRY_POINTS])
+@pytest.mark.parametrize("name", ENTRY_POINTS)
 def test_an_unknown_option_is_one_error_line(name, capsys):
     module = importlib.import_module(name)
     # tools.time_tests passes unknown options on to pytest; its own is --out.

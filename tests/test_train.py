@@ -240,10 +240,18 @@ def test_bad_arguments_give_one_line_errors(argv, message, capsys, tmp_path):
     (["--model", "ensemble", "--set", "model.combination=mean"],
      "error: model.combination must be one of zscore, rank, sum; got 'mean'"),
     (["--model", "rerank", "--set", "model.k=0"], "error: model.k must be >= 1; got 0"),
+    (["--model", "mcnn-st", "--set", "model.dropout=1"], "error: model.dropout must be < 1; got 1"),
+    (["--model", "mcnn-ens", "--set", "model.members={run},{run},{run},{run}"],
+     "error: {run}/config.json: a 'gru' run; the ensemble's wd member (model.members) must be a directory "
+     "trained with --model mcnn-wd"),
+    (["--model", "ensemble", "--set", "model.members={tmp}/no-run,{run}"],
+     "error: {tmp}/no-run/config.json: no config.json"),
+    (["--model", "rerank", "--set", "model.members={run},{tmp}/no-run"], "error: {run}/vocab.json: file not found"),
     (["--model", "gru", "--model-dir", "{run}"], "error: --model-dir {run} already holds a training run of these "
      "settings; continue it with `python train.py --model-dir {run} --resume`"),
 ], ids=["model", "set", "resume", "data", "strategy", "preset", "key", "type", "range", "choice", "config check",
-        "tokenizer", "image features", "ensemble", "rerank", "model-dir"])
+        "tokenizer", "image features", "ensemble", "rerank", "m-CNN", "m-CNN members", "ensemble members",
+        "rerank stages", "model-dir"])
 def test_a_typo_is_refused_before_tensorflow_loads(argv, error, tmp_path):
     run = tmp_path / "run"  # a run of `gru` as far as its config.json tells
     run.mkdir()

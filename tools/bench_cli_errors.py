@@ -42,6 +42,8 @@ MISTAKES = (
     ("value out of range", ["train.py", "--model", "gru", "--set", "train.epochs=0"]),
     ("model setting not a choice", ["train.py", "--model", "rcn", "--set", "model.routing=literl"]),
     ("model settings that contradict", ["train.py", "--model", "w2vv", "--set", "model.scales=bow,bow"]),
+    ("m-CNN setting out of range", ["train.py", "--model", "mcnn-st", "--set", "model.dropout=1"]),
+    ("ensemble member that is no run", ["train.py", "--model", "ensemble", "--set", "model.members=no/such/run,run"]),
     ("image features the model cannot read", ["train.py", "--model", "gru", "--image-features", "fne"]),
     ("missing --data folder", ["train.py", "--model", "gru", "--data", "no/such/folder"]),
     ("--model-dir holding a run", ["train.py", "--model", "gru", "--model-dir", RUN]),

@@ -13,6 +13,7 @@ from common import metrics
 from common.errors import InputError
 from data.splits import load_split
 from models import ensemble
+from models.ensemble_config import EnsembleConfig
 from models.restore import restore_model
 from tests.helpers import EMBEDDED_DATA
 
@@ -49,7 +50,7 @@ def test_score_is_the_weighted_sum_of_the_standardised_member_scores(trained_ens
 
 def test_rank_combination_is_each_members_dev_distribution_function(trained_ensemble):
     members = members_of(trained_ensemble)
-    config = ensemble.EnsembleConfig(members=tuple(members), combination="rank", quantiles=5)
+    config = EnsembleConfig(members=tuple(members), combination="rank", quantiles=5)
     model = ensemble.build(config, None, 1280 + 3120)
     for member, directory in zip(model.members, members):
         member.set_weights(restore_model(directory)[1].get_weights())

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from engine import evaluation
 from models import registry
-from models.mcnn import IMAGE_LAYER, VARIANTS
+from models.mcnn_config import IMAGE_LAYER, VARIANTS
 from models.restore import restore_model
 from tests.helpers import random_token_ids, randomize_weights
 

@@ -12,8 +12,8 @@ from data.tokenizer import TOKENIZERS, tokenize_strings
 from data.word_vectors import WordVectors
 from models import registry, vse, vse_config, w2vv, w2vv_config
 from models.base_config import ModelConfig
-from models.ensemble import EnsembleConfig
-from models.rerank import RerankConfig
+from models.ensemble_config import EnsembleConfig
+from models.rerank_config import RerankConfig
 
 VOCABULARY = ["<pad>", "<unk>", "a", "dog", "runs", "on", "the", "grass", "."]
 # Small sizes for whichever of these fields a model's config has.

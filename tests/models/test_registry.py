@@ -41,17 +41,16 @@ def test_each_family_module_registers_the_names_the_registry_looks_up_without_it
         module: sorted(names) for module, names in registry.FAMILIES.items()}
 
 
-# Every family's settings are importable without TensorFlow, but m-CNN's, which its module holds beside its layers.
+# Every family's settings are importable without TensorFlow.
 EVERY_EXPERIMENT_WITHOUT_TENSORFLOW = """
 import json, sys
 from models import registry
 for module, names in registry.FAMILIES.items():
-    if module != "models.mcnn":
-        for name in names:
-            spec = registry.get(name)
-            for preset in ("paper", *spec.presets):
-                for features in ("fc", *spec.image_features):
-                    spec.experiment(preset, image_features=features)
+    for name in names:
+        spec = registry.get(name)
+        for preset in ("paper", *spec.presets):
+            for features in ("fc", *spec.image_features):
+                spec.experiment(preset, image_features=features)
 print(json.dumps(sorted({"tensorflow", "keras"} & set(sys.modules))))
 """
 
