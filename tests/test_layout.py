@@ -13,15 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Modules allowed without a test file of their own, each for a stated
 # reason and until then only: the test fails once one has a test file, so
 # the list only shrinks.
-WITHOUT_TEST_FILE = {
-    # The TensorFlow-free config modules split out of their families so that
-    # flag mistakes are refused before TensorFlow loads; their fields and
-    # presets are still tested through the families' test files
-    # (tests/models/test_<family>.py, test_registry.py) until they get their own.
-    "models/base_config.py", "models/ensemble_config.py", "models/experiments.py",
-    "models/fisher_vectors/config.py", "models/rcn_config.py", "models/rerank_config.py",
-    "models/vse_config.py", "models/w2vv_config.py",
-}
+WITHOUT_TEST_FILE = set()
 
 
 def product_modules(root=ROOT):

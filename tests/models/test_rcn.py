@@ -3,7 +3,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from common.errors import InputError
 from data import pipeline, readers
 from engine.train_step import make_optimizer, make_train_step
 from layers.capsule_gru import CapsuleGRU
@@ -22,24 +21,6 @@ MASK = np.array([[True] * 6, [True, True, True, False, False, False], [True] * 5
 
 def words(size=3, length=6, dim=5):
     return tf.constant(RNG.normal(size=(size, length, dim)), tf.float32)
-
-
-def test_table_i_rows_are_registered_with_the_papers_settings():
-    rows = {name: registry.get(name).experiment("paper") for name in ("rcn", "rcn-0", "rcn-gru")}
-    settings = {name: (c.model.num_capsules, c.model.recursions, c.model.regularization) for name, c in rows.items()}
-    assert settings == {"rcn": (4, 4, 0.05), "rcn-0": (4, 4, 0.0), "rcn-gru": (1, 0, 0.0)}
-    for config in rows.values():
-        model, train = config.model, config.train
-        assert (model.word_dim, model.embed_dim, model.margin, model.hinge, model.loss_reduction) == (
-            300, 1024, 0.2, "max", "mean")
-        assert (model.vocab_max_size, model.vocab_min_count, model.max_length) == (5000, 1, 16)
-        assert (train.optimizer, train.learning_rate, train.batch_size, train.grad_clip_norm) == ("adam", 2e-4, 16, None)
-
-
-@pytest.mark.parametrize("overrides", [["model.num_capsules=1"], ["model.recursions=0"], ["model.num_capsules=0"]])
-def test_impossible_capsule_settings_are_input_errors(overrides):
-    with pytest.raises(InputError, match="model config|model.num_capsules must be >= 1"):
-        registry.get("rcn").experiment("paper", overrides)
 
 
 def test_encoder_layer_contract():
