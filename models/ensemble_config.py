@@ -3,6 +3,7 @@
 checked before TensorFlow loads (`models.registry`)."""
 
 import dataclasses
+import math
 
 from common.config import TrainConfig, setting
 from models import registry
@@ -31,6 +32,10 @@ class EnsembleConfig(ModelConfig):
     weights: tuple[float, ...] = setting((), minimum=0)
     weight_step: float = setting(0.1, above=0, maximum=1)
     quantiles: int = setting(4096, minimum=2)
+
+    def __post_init__(self):
+        if not math.isclose(round(1 / self.weight_step) * self.weight_step, 1.0, rel_tol=1e-9):
+            raise ValueError(f"weight_step: 1 / {self.weight_step:g} is not a whole number; e.g. 0.1, 0.05 or 0.25")
 
 
 # Nothing is trained: the trainer validates the fitted ensemble once.

@@ -33,6 +33,16 @@ def test_a_setting_out_of_its_range_or_choices_is_refused(override, message):
     assert str(error.value) == message
 
 
+@pytest.mark.parametrize("step, divides", [(0.3, False), (0.4, False), (0.25, True), (0.05, True), (1 / 3, True)])
+def test_a_weight_step_must_divide_one_before_anything_is_fitted(step, divides):
+    spec = registry.get("ensemble")
+    if divides:
+        assert spec.experiment("paper", [f"model.weight_step={step!r}"]).model.weight_step == step
+    else:
+        with pytest.raises(InputError, match=f"weight_step: 1 / {step:g} is not a whole number"):
+            spec.experiment("paper", [f"model.weight_step={step!r}"])
+
+
 def test_every_combination_and_the_edges_of_the_ranges_are_taken():
     spec = registry.get("ensemble")
     for combination in ("zscore", "rank", "sum"):
