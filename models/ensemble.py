@@ -75,6 +75,7 @@ from common.records import portable_path
 from data.vocabulary import PAD, UNK, Vocabulary
 from models import registry
 from models.base import Fit, FittedModel
+from models.ensemble_config import divides_one
 from models.members import feature_kinds, member_experiments
 from models.restore import restore_best_weights
 
@@ -263,7 +264,7 @@ def simplex_grid(members, step):
     """Every weight vector of `members` non-negative multiples of `step`
     summing to 1 (float [points, members])."""
     parts = round(1 / step)
-    if not math.isclose(parts * step, 1.0, rel_tol=1e-9):
+    if not divides_one(step):
         raise InputError(f"model.weight_step: 1 / {step:g} is not a whole number; e.g. 0.1, 0.05 or 0.25")
     points = math.comb(parts + members - 1, members - 1)
     if points > MAX_GRID_POINTS:

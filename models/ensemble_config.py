@@ -34,8 +34,13 @@ class EnsembleConfig(ModelConfig):
     quantiles: int = setting(4096, minimum=2)
 
     def __post_init__(self):
-        if not math.isclose(round(1 / self.weight_step) * self.weight_step, 1.0, rel_tol=1e-9):
+        if not divides_one(self.weight_step):
             raise ValueError(f"weight_step: 1 / {self.weight_step:g} is not a whole number; e.g. 0.1, 0.05 or 0.25")
+
+
+def divides_one(step):
+    """Whether 1 / `step` is a whole number (a grid step of the simplex)."""
+    return math.isclose(round(1 / step) * step, 1.0, rel_tol=1e-9)
 
 
 # Nothing is trained: the trainer validates the fitted ensemble once.
