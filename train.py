@@ -16,9 +16,10 @@ from pathlib import Path
 from common import records
 from common.config import STRATEGIES, apply_overrides, check_override
 from common.errors import ArgumentParser, InputError, count, run_command
+from data.image_features import option_kind
 from engine import model_dirs
 from models import registry
-from models.experiments import load_experiment
+from models.experiments import load_run
 
 
 def parse_args(argv):
@@ -125,11 +126,11 @@ def _experiment(args):
     from them (`ModelSpec.prepare`), and a new run's directory against it."""
     strategy = [f"runtime.strategy={args.strategy}"] if args.strategy else []
     if args.resume:
-        config = apply_overrides(load_experiment(args.model_dir), strategy)
+        config = apply_overrides(load_run(args.model_dir).experiment, strategy)
     else:
         overrides = [*args.set, *([f"data.path={args.data}"] if args.data else []), *strategy]
         spec = registry.get(args.model)
-        config = spec.experiment(args.preset, overrides, args.image_features or "fc")
+        config = spec.experiment(args.preset, overrides, option_kind(args.image_features) if args.image_features else "fc")
         if spec.prepare:
             config = spec.prepare(config)
     model_dir = args.model_dir or model_dirs.default(config.model_name, config.preset)
@@ -140,6 +141,7 @@ def _experiment(args):
 
 
 def _export_only(model_dir, version=None, features_dir=None):
+    import dataclasses
     import logging
 
     from data import provenance
@@ -147,8 +149,8 @@ def _export_only(model_dir, version=None, features_dir=None):
     from engine.export import IMAGE_SIGNATURES, export_saved_model
     from models.restore import restore_model
 
-    config, model = restore_model(model_dir)
-    recorded = config.image_provenance
+    _, model = restore_model(model_dir)
+    recorded = model.image_features.provenance
     if features_dir is not None:
         given = provenance.read(features_dir)
         if given is None:
@@ -157,9 +159,9 @@ def _export_only(model_dir, version=None, features_dir=None):
             raise InputError(f"{Path(features_dir) / provenance.FILE}: differs from the provenance recorded in "
                              f"{Path(model_dir) / 'config.json'}")
         recorded = given
+        model.image_features = dataclasses.replace(model.image_features, provenance=given)
     path = Path(model_dir) / training.SAVED_MODEL_DIR
-    path = export_saved_model(model, path / str(version) if version else path,
-                              config.data.image_features, recorded)
+    path = export_saved_model(model, path / str(version) if version else path)
     print(f"SavedModel: {path}")
     if recorded is None:
         logging.getLogger("train").warning(

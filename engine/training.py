@@ -54,6 +54,7 @@ from common.files import write_json_atomically
 from common.records import RunResults
 from common.wording import counted
 from data import pipeline, provenance, splits, word_vectors
+from data.image_features import ImageFeatures
 from data.readers import RetrievalSplit
 from data.vocabulary import Vocabulary
 from engine import evaluation, model_dirs, runtime, training_loop
@@ -65,7 +66,7 @@ from engine.train_step import make_optimizer
 from layers.text_vectorizer import MAX_INPUT_TOKENS
 from models import registry
 from models.base import FittedModel, RetrievalModel
-from models.experiments import BEST_DIR
+from models.experiments import BEST_DIR, CONFIG_FILE, RunConfig, load_run
 from models.restore import restore_checkpoint
 
 log = logging.getLogger("train")
@@ -159,7 +160,7 @@ class Trainer:
                 f"train.batch_size={cfg.train.batch_size} does not split evenly over {replicas} replicas"
             )
         with self.strategy.scope(), runtime.dtype_policy(cfg.runtime.mixed_precision):
-            model = self.spec.build_model(cfg.model, vocabulary, cfg.image_dim)
+            model = self.spec.build_model(cfg.model, vocabulary, self.image_features)
             optimizer = make_optimizer(cfg.train, cfg.runtime.mixed_precision)
             optimizer.build(model.trainable_variables)
         # Plain (not mirrored) variables: the loop reads and sets them eagerly.
@@ -190,7 +191,7 @@ class Trainer:
             self.model_dir.mkdir(parents=True, exist_ok=True)
             if not self.resume:
                 vocabulary.save(self.model_dir / "vocab.json")
-            write_json_atomically(self.model_dir / model_dirs.CONFIG_FILE, cfg.to_json() + "\n")
+            write_json_atomically(self.model_dir / CONFIG_FILE, RunConfig(cfg, self.image_features).to_json())
 
         writers = training_loop.summary_writers(self.model_dir / "logs", self.is_chief)
         loop = training_loop.TrainingLoop(cfg, self.strategy, model, optimizer, state, validation_due, last, best,
@@ -239,7 +240,7 @@ class Trainer:
         if cfg.runtime.mixed_precision != "none":
             # The test and the export in float32: the best weights (float32
             # under any policy) in a float32 model.
-            model = self.spec.build_model(cfg.model, prepared.vocabulary, model.image_dim)
+            model = self.spec.build_model(cfg.model, prepared.vocabulary, model.image_features)
         restore_checkpoint(tf.train.Checkpoint(model=model), best_checkpoint).expect_partial()
         results = None
         if evaluate_test:
@@ -258,7 +259,7 @@ class Trainer:
                 write_json_atomically(self.model_dir / "results.json", results.to_json())
             if export:
                 log.info("exporting %s as a SavedModel into %s", best_checkpoint, self.model_dir / SAVED_MODEL_DIR)
-                export_saved_model(model, self.model_dir / SAVED_MODEL_DIR, cfg.data.image_features, cfg.image_provenance)
+                export_saved_model(model, self.model_dir / SAVED_MODEL_DIR)
         return results
 
     def _plan(self, work):
@@ -309,22 +310,24 @@ class Trainer:
 
     def _load_data(self):
         """The train, dev and test splits, read and checked before any
-        training; sets the config's `image_dim` from the training features
-        and, for a new run, its `image_provenance` from their folder."""
+        training; sets `image_features`, the run's `ImageFeatures`: for a
+        new run, those of the training features (their width, their
+        folder's provenance); for a resumed one, its config.json's, which
+        the training features must match."""
         cfg = self.config
         tc = cfg.train
         train_split, dev_split, test_split = splits.load_experiment_splits(
             cfg.data, tc.max_train_images, tc.validate_max_images
         )
         image_dim = train_split.images.shape[1]
-        if self.resume and cfg.image_dim != image_dim:
-            raise InputError(
-                f"{cfg.data.path}: train features have dimension {image_dim}, the model being resumed expects {cfg.image_dim}"
-            )
         if self.resume:  # on the features it started on
-            provenance.check_same(cfg.image_provenance, self.model_dir / "config.json", cfg.data.path)
-        recorded = cfg.image_provenance if self.resume else provenance.read(cfg.data.path)
-        self.config = dataclasses.replace(cfg, image_dim=image_dim, image_provenance=recorded)
+            self.image_features = load_run(self.model_dir).image_features
+            if self.image_features.width != image_dim:
+                raise InputError(f"{cfg.data.path}: train features have dimension {image_dim}, the model being "
+                                 f"resumed expects {self.image_features.width}")
+            provenance.check_same(self.image_features.provenance, self.model_dir / CONFIG_FILE, cfg.data.path)
+        else:
+            self.image_features = ImageFeatures(cfg.data.image_features, image_dim, provenance.read(cfg.data.path))
         for split in (train_split, dev_split, test_split):
             pipeline.check_captions(split, cfg.model.tokenizer, MAX_INPUT_TOKENS)
         pairs = len(train_split.images) if tc.sampling == "one_caption_per_image" else len(train_split.captions)

@@ -76,6 +76,7 @@ from data.vocabulary import PAD, UNK, Vocabulary
 from models import registry
 from models.base import Fit, FittedModel
 from models.ensemble_config import divides_one
+from models.experiments import RunConfig
 from models.members import feature_kinds, member_experiments
 from models.restore import restore_best_weights
 
@@ -87,11 +88,12 @@ IMAGE_BLOCK = 128  # dev images scored at a time, against every dev caption
 
 @dataclasses.dataclass(frozen=True)
 class Member:
-    """A member run as the ensemble sees it: its directory, experiment
-    config and the columns of the ensemble's image input it reads."""
+    """A member run as the ensemble sees it: its directory, its config.json
+    (`models.experiments.RunConfig`) and the columns of the ensemble's
+    image input it reads."""
 
     directory: str
-    experiment: object
+    run: RunConfig
     columns: tuple[int, int]
 
 
@@ -116,10 +118,10 @@ class Ensemble(FittedModel):
         # Raw captions go to every member, which tokenises them itself.
         self.vectorizer = keras.layers.Identity()
         for index, member in enumerate(members):
-            experiment = member.experiment
+            experiment = member.run.experiment
             # An attribute each (a list's layers would not be in the checkpoint).
             setattr(self, f"member_{index}", registry.get(experiment.model_name).build_model(
-                experiment.model, Vocabulary.load(Path(member.directory) / "vocab.json"), experiment.image_dim))
+                experiment.model, Vocabulary.load(Path(member.directory) / "vocab.json"), member.run.image_features))
         count = len(members)
         self.center = self.add_weight(shape=(count,), initializer="zeros", trainable=False, name="center")
         self.scale = self.add_weight(shape=(count,), initializer="ones", trainable=False, name="scale")
@@ -127,7 +129,7 @@ class Ensemble(FittedModel):
         if config.combination == "rank":
             self.score_quantiles = self.add_weight(shape=(count, config.quantiles), initializer="zeros",
                                                    trainable=False, name="score_quantiles")
-        encodings = [(m.encode_image(tf.zeros([1, m.image_dim])), m.encode_text(m.vectorizer(tf.constant(["a"]))))
+        encodings = [(m.encode_image(tf.zeros([1, m.image_features.width])), m.encode_text(m.vectorizer(tf.constant(["a"]))))
                      for m in self.members]
         self.image_sizes = [int(image.shape[-1]) for image, _ in encodings]
         self.text_sizes = [int(text.shape[-1]) for _, text in encodings]
@@ -293,20 +295,19 @@ def choose_weights(comparable, caption_image, step):
 def build(config, vocabulary, image_dim):
     """The ensemble of `config.members` (see `Ensemble`); `image_dim` must
     be the sum of the dimensions of the kinds of features they read."""
-    experiments = member_experiments(config)
-    kinds = feature_kinds(experiments)
+    runs = member_experiments(config)
+    kinds = feature_kinds(runs)
     if sum(kinds.values()) != image_dim:
         raise InputError(
             f"model.members read image features {' + '.join(f'{k} ({d})' for k, d in kinds.items())} = "
             f"{sum(kinds.values())} columns; the ensemble's features have {image_dim}"
         )
-    return Ensemble(config, member_columns(config.members, experiments, kinds))
+    return Ensemble(config, member_columns(config.members, runs, kinds))
 
 
-def member_columns(directories, experiments, kinds):
-    """The `Member`s of runs reading `kinds` ({name: dimension}) side by
+def member_columns(directories, runs, kinds):
+    """The `Member`s of `runs` reading `kinds` ({kind: width}) side by
     side, in that order: each with the columns of its own kind."""
     starts = dict(zip(kinds, itertools.accumulate([0, *kinds.values()])))
-    return [Member(directory, experiment,
-                   (starts[experiment.data.image_features], starts[experiment.data.image_features] + experiment.image_dim))
-            for directory, experiment in zip(directories, experiments)]
+    return [Member(directory, run, (starts[run.image_features.kind], starts[run.image_features.kind] + run.image_features.width))
+            for directory, run in zip(directories, runs)]

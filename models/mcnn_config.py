@@ -11,7 +11,7 @@ from common.config import TrainConfig, setting
 from common.errors import InputError
 from models import ensemble_config, registry
 from models.base_config import VocabularyConfig
-from models.experiments import load_experiment
+from models.experiments import load_run
 
 # Where the image enters (Table 1): the 1-based convolution, or after the
 # three convolutions, into the MLP (st).
@@ -82,7 +82,7 @@ class MCNNConfig(VocabularyConfig):
     word_vectors: str | None = "word2vec"
 
     # Runs written when the ensemble was an m-CNN variant ("ens") have
-    # `members`, empty for the four single models (see `experiment_from_json`).
+    # `members`, empty for the four single models (see `models.experiments.RunConfig`).
     RETIRED: typing.ClassVar[dict] = {"members": []}
 
     def __post_init__(self):
@@ -116,7 +116,7 @@ def prepare_ensemble(config):
             f"runs/mcnn-phl,runs/mcnn-st; got {list(config.model.members)}"
         )
     for variant, directory in zip(VARIANTS, config.model.members):
-        experiment = load_experiment(directory)
+        experiment = load_run(directory).experiment
         if not isinstance(experiment.model, MCNNConfig) or experiment.model.variant != variant:
             raise InputError(
                 f"{directory}/config.json: a {experiment.model_name!r} run; the ensemble's {variant} member "

@@ -15,9 +15,8 @@ from common.files import read_text
 from common.wording import counted
 from data import splits
 from data.vocabulary import Vocabulary
-from models import registry
 from models.ensemble_config import EnsembleConfig
-from models.experiments import BEST_DIR, load_experiment
+from models.experiments import BEST_DIR, load_run
 from models.rerank_config import RerankConfig
 
 def best_checkpoint(model_dir):
@@ -37,21 +36,19 @@ def best_checkpoint(model_dir):
 
 
 def load_trained_run(model_dir):
-    """The `ExperimentConfig` of a trained run another model is built from
-    (an ensemble's member, a re-ranker's stage): `InputError` naming the
-    file unless the run has its vocabulary, a best checkpoint and its
-    image width."""
-    experiment = load_experiment(model_dir)
+    """The `RunConfig` (config.json) of a trained run another model is
+    built from (an ensemble's member, a re-ranker's stage): `InputError`
+    naming the file unless the run has its vocabulary and a best
+    checkpoint."""
+    run = load_run(model_dir)
     Vocabulary.load(Path(model_dir) / "vocab.json")
     if best_checkpoint(model_dir) is None:
         raise InputError(f"{Path(model_dir) / BEST_DIR}: no checkpoint; has this run been validated once?")
-    if experiment.image_dim is None:
-        raise InputError(f"{model_dir}/config.json: no image_dim; is this a run written by train.py?")
-    return experiment
+    return run
 
 
 def member_experiments(config):
-    """The members' experiment configs, from their config.json files:
+    """The members' `RunConfig`s, from their config.json files:
     `InputError` (one line, naming the file) for fewer than two members, a
     member listed twice, a directory without a run or without a best
     checkpoint or vocabulary, or a member that is an ensemble itself."""
@@ -66,11 +63,11 @@ def member_experiments(config):
         if Path(directory).resolve() in seen:
             raise InputError(f"model.members: {directory} is listed twice")
         seen.add(Path(directory).resolve())
-        experiment = load_trained_run(directory)
-        if issubclass(registry.get(experiment.model_name).config_class, EnsembleConfig):
-            raise InputError(f"{directory}/config.json: a member may not be an ensemble ({experiment.model_name!r}); "
-                             "list its members instead")
-        experiments.append(experiment)
+        run = load_trained_run(directory)
+        if issubclass(type(run.experiment.model), EnsembleConfig):
+            raise InputError(f"{directory}/config.json: a member may not be an ensemble "
+                             f"({run.experiment.model_name!r}); list its members instead")
+        experiments.append(run)
     if config.weights and len(config.weights) != len(experiments):
         raise InputError(f"model.weights: {counted(len(config.weights), 'weight')} for {counted(len(experiments), 'member')}")
     if config.weights and not sum(config.weights) > 0:
@@ -78,12 +75,12 @@ def member_experiments(config):
     return experiments
 
 
-def feature_kinds(experiments):
-    """The image feature kinds the members read ({name: dimension}), in the
-    order they first appear; a kind read at two dimensions is an error."""
+def feature_kinds(runs):
+    """The image feature kinds the member `runs` read ({kind: width}), in
+    the order they first appear; a kind read at two widths is an error."""
     kinds = {}
-    for experiment in experiments:
-        name, dim = experiment.data.image_features, experiment.image_dim
+    for run in runs:
+        name, dim = run.image_features.kind, run.image_features.width
         if kinds.setdefault(name, dim) != dim:
             raise InputError(f"model.members: two members read image features {name!r} of dimensions "
                              f"{kinds[name]} and {dim}; they were trained on different data")
@@ -100,8 +97,9 @@ def prepare_ensemble(config):
     on, never on data they trained on). Its test split may be any (e.g. the
     members' in another order). Otherwise an `InputError` names the run and
     the first difference."""
-    experiments = member_experiments(config.model)
-    kinds = feature_kinds(experiments)
+    runs = member_experiments(config.model)
+    kinds = feature_kinds(runs)
+    experiments = [run.experiment for run in runs]
     data = dataclasses.replace(config.data, image_features="+".join(kinds))
     contents = {}
 
@@ -146,7 +144,7 @@ def split_difference(ours, theirs):
 
 
 def stage_experiments(config):
-    """The two stages' experiment configs, from their config.json files:
+    """The two stages' `RunConfig`s, from their config.json files:
     `InputError` (one line, naming the file) unless `members` is two
     distinct run directories, each with its vocabulary and best checkpoint,
     neither a two-stage run itself."""
@@ -159,11 +157,11 @@ def stage_experiments(config):
         raise InputError(f"model.members: {config.members[0]} is both stages; its own evaluation ranks by it alone")
     experiments = []
     for directory in config.members:
-        experiment = load_trained_run(directory)
-        if issubclass(registry.get(experiment.model_name).config_class, RerankConfig):
+        run = load_trained_run(directory)
+        if issubclass(type(run.experiment.model), RerankConfig):
             raise InputError(f"{directory}/config.json: a stage may not be a two-stage run itself; "
                              "name its stages' runs instead")
-        experiments.append(experiment)
+        experiments.append(run)
     return experiments
 
 
@@ -175,8 +173,9 @@ def prepare_rerank(config):
     same order) and the run's dev split is theirs, on which `k` is chosen.
     Its test split may be any. Otherwise an `InputError` names the run and
     the first difference."""
-    experiments = stage_experiments(config.model)
-    kinds = feature_kinds(experiments)
+    runs = stage_experiments(config.model)
+    kinds = feature_kinds(runs)
+    experiments = [run.experiment for run in runs]
     data = dataclasses.replace(config.data, image_features="+".join(kinds))
 
     def dev_of(data_config):

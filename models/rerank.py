@@ -89,20 +89,21 @@ class Rerank(FittedModel):
         # Raw captions go to both stages, which tokenise them themselves.
         self.vectorizer = keras.layers.Identity()
         self.first_stage, self.second_stage = (
-            registry.get(run.experiment.model_name).build_model(
-                run.experiment.model, Vocabulary.load(Path(run.directory) / "vocab.json"), run.experiment.image_dim)
-            for run in stages)
+            registry.get(stage.run.experiment.model_name).build_model(
+                stage.run.experiment.model, Vocabulary.load(Path(stage.directory) / "vocab.json"),
+                stage.run.image_features)
+            for stage in stages)
         if not self.first_stage.joint_space:
             raise InputError(
-                f"{stages[0].directory}/config.json: a {stages[0].experiment.model_name!r} run cannot be the first "
+                f"{stages[0].directory}/config.json: a {stages[0].run.experiment.model_name!r} run cannot be the first "
                 "stage: its image and caption encodings meet in no space of their own (joint_space is false); "
                 "take a joint-space run (gru, rcn, an FNE pipeline, w2vv, fv-*)")
         # The k chosen on dev (0 until fitted); `config.k`, when set, wins.
         self.list_length = self.add_weight(shape=(), dtype="int32", initializer="zeros", trainable=False,
                                            name="list_length")
         image_sizes, text_sizes = [], []
-        for stage, run in zip(self._stages, stages):
-            image_sizes.append(int(stage.encode_image(tf.zeros([1, run.experiment.image_dim])).shape[-1]))
+        for stage in self._stages:
+            image_sizes.append(int(stage.encode_image(tf.zeros([1, stage.image_features.width])).shape[-1]))
             text_sizes.append(int(stage.encode_text(stage.vectorizer(tf.constant(["a"]))).shape[-1]))
         # Each stage's (image, text) columns of the model's encodings (the module docstring), and the stages that
         # encode (indices into _stages).
@@ -205,10 +206,10 @@ class Rerank(FittedModel):
 def build(config, vocabulary, image_dim):
     """The two-stage model of `config.members` (see `Rerank`); `image_dim`
     must be the sum of the dimensions of the kinds of features they read."""
-    experiments = stage_experiments(config)
-    kinds = feature_kinds(experiments)
+    runs = stage_experiments(config)
+    kinds = feature_kinds(runs)
     if sum(kinds.values()) != image_dim:
         raise InputError(
             f"model.members read image features {' + '.join(f'{k} ({d})' for k, d in kinds.items())} = "
             f"{sum(kinds.values())} columns; the run's features have {image_dim}")
-    return Rerank(config, ensemble.member_columns(config.members, experiments, kinds))
+    return Rerank(config, ensemble.member_columns(config.members, runs, kinds))

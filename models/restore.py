@@ -9,7 +9,7 @@ import tensorflow as tf
 from common.errors import InputError, error_reason
 from data.vocabulary import Vocabulary
 from models import registry
-from models.experiments import BEST_DIR, load_experiment
+from models.experiments import BEST_DIR, load_run
 
 
 def restore_model(model_dir, overrides=()):
@@ -21,15 +21,16 @@ def restore_model(model_dir, overrides=()):
         its weights valid (e.g. the similarity used for retrieval).
 
     Returns:
-      (ExperimentConfig, RetrievalModel).
+      (RunConfig, RetrievalModel): the run's config.json and its model
+      (which carries the run's `image_features`).
     """
     model_dir = Path(model_dir)
-    config = load_experiment(model_dir, overrides)
+    run = load_run(model_dir, overrides)
     vocabulary = Vocabulary.load(model_dir / "vocab.json")
-    spec = registry.get(config.model_name)
-    model = spec.build_model(config.model, vocabulary, config.image_dim)
+    spec = registry.get(run.experiment.model_name)
+    model = spec.build_model(run.experiment.model, vocabulary, run.image_features)
     restore_best_weights(model, model_dir, overrides)
-    return config, model
+    return run, model
 
 
 def restore_best_weights(model, model_dir, overrides=()):

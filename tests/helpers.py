@@ -23,7 +23,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from data.image_features import ImageFeatures
 from engine import runtime
+from models.experiments import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 EMBEDDED_DATA = REPO / "data" / "f8k_precomp"
@@ -243,3 +245,9 @@ def check_mixed_precision(layer_cls, init_kwargs, inputs, weights, float32_outpu
         assert np.all(np.isfinite(got)), f"{policy}: NaN/inf in output {k}"
         np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance * max(1.0, np.max(np.abs(want), initial=0)),
                                    err_msg=f"{policy}: output {k} far from float32")
+
+
+def run_config_json(experiment, width=1280):
+    """The config.json train.py writes for a run of the `ExperimentConfig`
+    `experiment` on `width`-wide features of its kind."""
+    return RunConfig(experiment, ImageFeatures(experiment.data.image_features, width)).to_json()

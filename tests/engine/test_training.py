@@ -150,7 +150,8 @@ def test_poe_on_full_network_embeddings_end_to_end(tmp_path):
             "--model-dir", str(model_dir), *TINY, "--set", "train.epochs=1", "--set", "train.phase_patience=1"]
     assert train.main(argv) == 0
     config = json.loads((model_dir / "config.json").read_text())
-    assert (config["model"]["image_input"], config["data"]["image_features"], config["image_dim"]) == ("fne", "stages", 3120)
+    assert (config["model"]["image_input"], config["data"]["image_features"]) == ("fne", "fne")
+    assert (config["image_features"]["kind"], config["image_features"]["width"]) == ("fne", 3120)
     train_features = readers.load_precomp(data, "train", "stages").images[:160].astype(np.float64)
     checkpoint = tf.train.load_checkpoint(str(model_dir / "checkpoints"))
     assert checkpoint.get_tensor("state/phase/.ATTRIBUTES/VARIABLE_VALUE") == 1
@@ -189,7 +190,7 @@ def test_resuming_on_features_made_otherwise_is_refused(trained, tmp_path, capsy
     run = tmp_path / "run"
     shutil.copytree(trained, run, ignore=shutil.ignore_patterns("saved_model", "logs"))
     config = json.loads((run / "config.json").read_text())
-    config["image_provenance"]["crops"] = 10
+    config["image_features"]["provenance"]["crops"] = 10
     (run / "config.json").write_text(json.dumps(config))
     assert train.main(["--model-dir", str(run), "--resume"]) == 2
     err = capsys.readouterr().err

@@ -29,7 +29,7 @@ def member_scores(directory, split, rows, texts):
 
 
 def ensemble_scores(model, split, rows, texts):
-    features = load_split(EMBEDDED_DATA, split, "ims+stages").images[rows]
+    features = load_split(EMBEDDED_DATA, split, "fc+fne").images[rows]
     return model.similarity(model.encode_image(features), model.encode_text(tf.constant(texts))).numpy()
 
 
@@ -215,7 +215,7 @@ def test_the_member_weights_keep_their_checkpoint_key(trained_ensemble, tmp_path
 
 def test_a_members_encoding_columns_hold_its_own_runs_encodings(trained, trained_fv, trained_ensemble, tmp_path):
     _, model = restore_model(trained_ensemble)
-    features = load_split(EMBEDDED_DATA, "test", "ims+stages").images[:4]
+    features = load_split(EMBEDDED_DATA, "test", "fc+fne").images[:4]
     images, texts = model.encode_image(features).numpy(), model.encode_text(tf.constant(TEXTS)).numpy()
     for directory in (trained, trained_fv):
         config, member = restore_model(directory)

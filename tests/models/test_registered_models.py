@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from common.config import valid_values
+from data.image_features import ImageFeatures
 from data.tokenizer import TOKENIZERS, tokenize_strings
 from data.word_vectors import WordVectors
 from models import registry, vse, vse_config, w2vv, w2vv_config
@@ -25,7 +26,7 @@ def tiny_model(name):
     spec = registry.get(name)
     fields = {field.name for field in dataclasses.fields(spec.config_class)}
     config = spec.experiment("paper", [f"model.{k}={v}" for k, v in TINY.items() if k in fields])
-    model = spec.build_model(config.model, VOCABULARY, image_dim=12)
+    model = spec.build_model(config.model, VOCABULARY, ImageFeatures("fc", 12))
     words = VOCABULARY[2:-1]  # "." has no vector
     vectors = WordVectors.in_memory(words, np.random.default_rng(0).normal(size=(len(words), TINY["word_dim"])), "tiny")
     model.set_word_vectors(vectors, seed=0)

@@ -25,7 +25,7 @@ from tests.helpers import EMBEDDED_DATA, EMBEDDED_IMAGES
 
 @pytest.fixture(scope="module")
 def test_split(short_test_data):
-    return splits.load_split(short_test_data, "test", "ims")
+    return splits.load_split(short_test_data, "test", "fc")
 
 
 def scores(model_dir, split):
@@ -69,7 +69,7 @@ def test_lists_of_every_candidate_give_exactly_the_second_stage_metrics(trained_
 def test_pair_similarity_of_every_family_here_is_its_similarity_of_those_pairs(trained_rerank):
     _, model = restore_model(trained_rerank)
     rng = np.random.default_rng(0)
-    features = rng.normal(size=(6, sum(run.experiment.image_dim for run in model.stage_runs))).astype(np.float32)
+    features = rng.normal(size=(6, sum(stage.run.image_features.width for stage in model.stage_runs))).astype(np.float32)
     images = model.encode_image(features[:, : max(run.columns[1] for run in model.stage_runs)])
     texts = model.encode_text(np.asarray(["a dog runs", "two children play on a beach", "a man", "a red car",
                                           "people", "a black dog jumps over a log"], dtype=object))
@@ -107,7 +107,7 @@ def test_a_first_stage_the_second_holds_is_encoded_once_and_ranks_as_a_numpy_re_
 
     split = test_split(config.data.image_features)
     result = evaluation.evaluate(CheckpointScorer.from_model_dir(gru_ensemble_rerank), split)
-    first, second = scores(trained, test_split("ims")), scores(trained_ensemble, test_split("ims+stages"))
+    first, second = scores(trained, test_split("fc")), scores(trained_ensemble, test_split("fc+fne"))
     # As test_evaluation_equals_...: the ensemble's pair scores equal its matrix to float32 rounding, so the
     # rankings agree when no two listed scores are that close; the proposals are the gru run's own encodings.
     for queries, candidates in ((first, second), (first.T, second.T)):
@@ -249,7 +249,7 @@ def test_stages_reading_different_features_export_each_its_own_columns(trained, 
                        "--set", f"model.members={trained},{trained_fne}", "--set", f"model.k={k}",
                        "--set", "train.validate_max_images=50"]) == 0
     two_stages = tf.saved_model.load(str(model_dir / "saved_model"))
-    assert two_stages.image_features.numpy() == b"ims+stages"
+    assert two_stages.image_features.numpy() == b"fc+fne"
     ims, stages = (np.load(EMBEDDED_DATA / f"test_{kind}.npy")[:1].astype(np.float32) for kind in ("ims", "stages"))
     texts = tf.constant((EMBEDDED_DATA / "test_caps.txt").read_text().splitlines()[:20])
     first_stage, second_stage = (tf.saved_model.load(str(run / "saved_model")) for run in (trained, trained_fne))
