@@ -6,8 +6,8 @@ from pathlib import Path
 from common.errors import InputError
 from data import provenance, splits
 from data.embedded import EMBEDDED_DATA
-from engine import model_dirs
 from data.image_features import KINDS, option_kind
+from engine import model_dirs
 from models.experiments import load_run
 
 
