@@ -79,14 +79,14 @@ class ImageCaptions:
     captions: list[list[str]]
 
 
-def load_precomp(root, split, stem="ims"):
+def load_precomp(root, split, stem=ONE_LAYER):
     """Reads one split of the VSE++ precomp layout.
 
     Args:
       root: the folder holding the split's files.
       split: "train", "dev", "test" or any other file name prefix.
-      stem: the file stem of the features, `{split}_{stem}.npy` ("ims"
-        for the kind `fc`, "stages" for `fne`: `data.image_features`).
+      stem: the file stem of the features, `{split}_{stem}.npy` (a kind's:
+        `data.image_features.KINDS`).
 
     Returns:
       A `RetrievalSplit`.

@@ -97,7 +97,7 @@ def _from_version_1(raw, sections, model_class, path):
     if raw.get("image_dim") is None:
         raise InputError(f"{path}: no image_dim; is this a run written by train.py?")
     data = sections["data"]
-    kind = data.get("image_features", "ims") if isinstance(data, dict) else "ims"
+    kind = data.get("image_features", "fc") if isinstance(data, dict) else "fc"
     features = {"kind": kind, "width": raw["image_dim"], "provenance": raw.get("image_provenance")}
     return sections, features
 
