@@ -105,23 +105,26 @@ def stage_lengths(max_length, window=3, pool=2):
 
 
 def ensemble_members(config):
-    """m-CNN_ENS's members are one trained m-CNN of each variant, in the
-    order of `VARIANTS`; with the ensemble's own checks
-    (`models.members.ensemble_members`), which read them."""
+    """m-CNN_ENS's members, read and checked by the ensemble's own checks
+    (`models.members.ensemble_members`) and, first, as one trained m-CNN
+    of each variant, in the order of `VARIANTS`."""
     if len(config.members) != len(VARIANTS):
         raise InputError(
             f"model.members: m-CNN_ENS needs the model directories of its {len(VARIANTS)} members "
             f"({', '.join(VARIANTS)}, in this order), e.g. --set model.members=runs/mcnn-wd,runs/mcnn-phs,"
             f"runs/mcnn-phl,runs/mcnn-st; got {list(config.members)}"
         )
-    runs = members.ensemble_members(config)
-    for variant, run in zip(VARIANTS, runs):
-        if not isinstance(run.experiment.model, MCNNConfig) or run.experiment.model.variant != variant:
+    variants = iter(VARIANTS)  # the members are checked in order, once each
+
+    def of_its_variant(directory, experiment):
+        variant = next(variants)
+        if not isinstance(experiment.model, MCNNConfig) or experiment.model.variant != variant:
             raise InputError(
-                f"{run.directory}/config.json: a {run.experiment.model_name!r} run; the ensemble's {variant} member "
+                f"{directory}/config.json: a {experiment.model_name!r} run; the ensemble's {variant} member "
                 f"(model.members) must be a directory trained with --model mcnn-{variant}"
             )
-    return runs
+
+    return members.ensemble_members(config, of_its_variant)
 
 
 # Not given in the paper: each member's best of {0.03, 0.1, 0.3, 1.0} by dev

@@ -97,13 +97,14 @@ def load_trained_run(model_dir, check=None):
     return TrainedRun(str(model_dir), experiment, vocabulary, checkpoint, parts)
 
 
-def ensemble_members(config):
+def ensemble_members(config, check=None):
     """The member runs of an ensemble's model config, read and checked:
     `InputError` (one line, naming the file) for fewer than two members, a
     member listed twice, a directory without a run or without a best
-    checkpoint or vocabulary, a member that is an ensemble itself, members
-    reading one kind of features at two widths, or weights that are not
-    one per member with one positive."""
+    checkpoint or vocabulary, a member that is an ensemble itself (or that
+    `check(directory, experiment)` refuses, first), members reading one
+    kind of features at two widths, or weights that are not one per member
+    with one positive."""
     if len(config.members) < 2:
         raise InputError(
             "model.members: an ensemble needs at least two run directories (train.py's --model-dir), e.g. "
@@ -111,6 +112,8 @@ def ensemble_members(config):
         )
 
     def not_an_ensemble(directory, experiment):
+        if check:
+            check(directory, experiment)
         # `type(config)`: the ensemble's config class (`ensemble`'s and `mcnn-ens`').
         if isinstance(experiment.model, type(config)):
             raise InputError(f"{directory}/config.json: a member may not be an ensemble "

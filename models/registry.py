@@ -157,8 +157,9 @@ class ModelSpec:
         if self.parts:
             model = self.build(model_config, self.parts(model_config) if parts is None else parts, image_dim)
         else:
-            model = self.build(model_config, vocabulary if isinstance(vocabulary, Vocabulary) else Vocabulary(vocabulary),
-                               image_dim)
+            if not isinstance(vocabulary, Vocabulary):
+                vocabulary = Vocabulary(vocabulary)
+            model = self.build(model_config, vocabulary, image_dim)
         model.image_dim = image_dim
         model.encode_image(tf.zeros([1, image_dim]))
         model.encode_text(model.vectorizer(tf.constant(["a"])))
