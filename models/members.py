@@ -159,7 +159,7 @@ def rerank_stages(config):
     second_run = load_trained_run(second, not_two_stage)
     # A first stage the second holds (an ensemble's member) was read with it: its record, not a second read.
     held = {Path(part.directory).resolve(): part for part in second_run.parts}.get(Path(first).resolve())
-    if held:
+    if held is not None:
         not_two_stage(first, held.experiment)
         runs = (dataclasses.replace(held, directory=first), second_run)
     else:
