@@ -74,12 +74,13 @@ def _run(args):
     if args.export_only:
         return _export_only(args.model_dir, args.serving_version, args.provenance)
 
-    config, model_dir = _experiment(args)
+    config, parts, model_dir = _experiment(args)
     # TensorFlow loads only once the arguments are known to be usable.
     from engine import training
     from engine.evaluation import format_table
 
-    results = training.Trainer(config, model_dir, resume=args.resume, command=args.command).run(**args.finish)
+    results = training.Trainer(config, model_dir, resume=args.resume, command=args.command,
+                               parts=parts).run(**args.finish)
     if results is not None:
         print(f"best checkpoint: {Path(model_dir) / results.checkpoint}")
         print("dev:\n" + format_table(results.dev))
@@ -119,25 +120,29 @@ def _check(args):
 
 
 def _experiment(args):
-    """The run's experiment config and model directory, made before
-    TensorFlow loads: the preset and every `--set` value are checked as the
-    config is made (a model family's settings import no TensorFlow,
-    `models.registry`), a composite model's member runs as it is completed
-    from them (`ModelSpec.prepare`), and a new run's directory against it."""
+    """The run's experiment config, a composite model's trained runs and
+    the model directory, made before TensorFlow loads: the preset and every
+    `--set` value are checked as the config is made (a model family's
+    settings import no TensorFlow, `models.registry`), a composite model's
+    member runs as they are read, once (`ModelSpec.parts`, None for other
+    models), and a new run's config is completed from them
+    (`ModelSpec.prepare`) and its directory checked against it."""
     strategy = [f"runtime.strategy={args.strategy}"] if args.strategy else []
     if args.resume:
         config = apply_overrides(load_run(args.model_dir).experiment, strategy)
+        spec = registry.get(config.model_name)
     else:
         overrides = [*args.set, *([f"data.path={args.data}"] if args.data else []), *strategy]
         spec = registry.get(args.model)
         config = spec.experiment(args.preset, overrides, option_kind(args.image_features) if args.image_features else "fc")
-        if spec.prepare:
-            config = spec.prepare(config)
+    parts = spec.parts(config.model) if spec.parts else None
+    if not args.resume and spec.prepare:
+        config = spec.prepare(config, parts)
     model_dir = args.model_dir or model_dirs.default(config.model_name, config.preset)
     # A worker of a cluster may find the directory its chief has begun: the trainer checks on the chief.
     if not args.resume and config.runtime.strategy != "multiworker":
         model_dirs.check_new(model_dir, config)
-    return config, model_dir
+    return config, parts, model_dir
 
 
 def _export_only(model_dir, version=None, features_dir=None):

@@ -112,9 +112,12 @@ class Trainer:
       resume: continue the run in `model_dir` instead of starting one.
       command: the command line that started this process, for
         results.json.
+      parts: a composite model's trained runs, as its registration's
+        `parts` read them (`train.py` reads them once); None for other
+        models, or to have them read when the model is built.
     """
 
-    def __init__(self, config, model_dir, resume=False, command=None):
+    def __init__(self, config, model_dir, resume=False, command=None, parts=None):
         # config.json records the strategy the run used, not "auto".
         strategy = runtime.resolve_strategy(config.runtime.strategy)
         self.config = dataclasses.replace(config, runtime=dataclasses.replace(config.runtime, strategy=strategy))
@@ -122,6 +125,7 @@ class Trainer:
         self.model_dir = Path(model_dir)
         self.strategy = runtime.make_strategy(strategy)
         self.resume = resume
+        self.parts = parts
         self.spec = registry.get(config.model_name)
         self.is_chief = runtime.is_chief(self.strategy)
 
@@ -160,7 +164,7 @@ class Trainer:
                 f"train.batch_size={cfg.train.batch_size} does not split evenly over {replicas} replicas"
             )
         with self.strategy.scope(), runtime.dtype_policy(cfg.runtime.mixed_precision):
-            model = self.spec.build_model(cfg.model, vocabulary, self.image_features)
+            model = self.spec.build_model(cfg.model, vocabulary, self.image_features, self.parts)
             optimizer = make_optimizer(cfg.train, cfg.runtime.mixed_precision)
             optimizer.build(model.trainable_variables)
         # Plain (not mirrored) variables: the loop reads and sets them eagerly.
@@ -240,7 +244,7 @@ class Trainer:
         if cfg.runtime.mixed_precision != "none":
             # The test and the export in float32: the best weights (float32
             # under any policy) in a float32 model.
-            model = self.spec.build_model(cfg.model, prepared.vocabulary, model.image_features)
+            model = self.spec.build_model(cfg.model, prepared.vocabulary, model.image_features, self.parts)
         restore_checkpoint(tf.train.Checkpoint(model=model), best_checkpoint).expect_partial()
         results = None
         if evaluate_test:

@@ -76,7 +76,8 @@ class ModelSpec:
       build: `build(config, vocabulary, image_dim) -> RetrievalModel`,
         where `vocabulary` is a `data.vocabulary.Vocabulary` and
         `image_dim` the width of the image features (`build_model` gives
-        the built model their whole record).
+        the built model their whole record); for a model made of trained
+        runs (`parts` set), `build(config, parts, image_dim)`.
       vocabulary: `vocabulary(config, train_captions, word_vectors) ->
         Vocabulary`, the model's vocabulary from the training captions (and
         the word vectors, None unless `config.word_vectors` is set);
@@ -92,9 +93,16 @@ class ModelSpec:
         with the overrides (`{"section.field": value}`) that make the data
         and the model read it, e.g. "fne", the per-layer features of a
         Full-Network Embedding (`train.py --image-features KIND`).
-      prepare: `prepare(config) -> config`, run on a new run's experiment
-        config before any data is read: completes it from what it refers
-        to and checks that (an ensemble: its members' runs), or None.
+      parts: for a model made of trained runs (an ensemble's members, a
+        two-stage model's stages): `parts(config) ->
+        tuple[models.members.TrainedRun, ...]`, those runs read from the
+        directories its model `config` names and checked (before
+        TensorFlow loads); `build` and `prepare` take them, so that a
+        process reads them once. None for a model with weights of its own.
+      prepare: `prepare(config, parts) -> config`, run on a new run's
+        experiment config before any data is read: completes it from its
+        `parts` and checks it against them (an ensemble: its image
+        features, its dev split), or None.
     """
 
     name: str
@@ -105,6 +113,7 @@ class ModelSpec:
     presets: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     vocabulary: Callable[..., Any] = default_vocabulary
     image_features: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    parts: Callable[..., Any] | None = None
     prepare: Callable[..., Any] | None = None
 
     def experiment(self, preset="paper", overrides=(), image_features="fc"):
@@ -131,18 +140,23 @@ class ModelSpec:
         settings = {**presets[preset], **features[image_features]}
         return apply_overrides(config, [*(f"{k}={json.dumps(v)}" for k, v in settings.items()), *overrides])
 
-    def build_model(self, model_config, vocabulary, image_features):
+    def build_model(self, model_config, vocabulary, image_features, parts=None):
         """The model with its weights created (by encoding a dummy pair),
         reading `image_features` (a `data.image_features.ImageFeatures`,
         which the model carries from then on, as its `image_features`);
-        `vocabulary` is a `Vocabulary` or a plain token list."""
+        `vocabulary` is a `Vocabulary` or a plain token list. A model made
+        of trained runs is built from `parts`, the runs its `parts` hook
+        read (read here when not given; its vocabulary is not used)."""
         import tensorflow as tf
 
         from data.vocabulary import Vocabulary
 
-        if not isinstance(vocabulary, Vocabulary):
-            vocabulary = Vocabulary(vocabulary)
-        model = self.build(model_config, vocabulary, image_features.width)
+        if self.parts:
+            model = self.build(model_config, self.parts(model_config) if parts is None else parts, image_features.width)
+        else:
+            if not isinstance(vocabulary, Vocabulary):
+                vocabulary = Vocabulary(vocabulary)
+            model = self.build(model_config, vocabulary, image_features.width)
         model.image_features = image_features
         model.encode_image(tf.zeros([1, image_features.width]))
         model.encode_text(model.vectorizer(tf.constant(["a"])))

@@ -49,6 +49,27 @@ def run_timing_imports(argv):
     return done.returncode, [line for line in lines if not line.startswith("import time:")], imported
 
 
+def count_reads(monkeypatch, directories):
+    """A `collections.Counter` that counts, from now on, the reads of each
+    file of `directories` (each of their files read through
+    `pathlib.Path.read_text`, as `common.files.read_text` reads config.json
+    and vocab.json), keyed by "<directory name>/<file name>"."""
+    import collections
+
+    folders = {Path(directory).resolve(): Path(directory).name for directory in directories}
+    reads = collections.Counter()
+    read_text = Path.read_text
+
+    def counted(path, *args, **kwargs):
+        resolved = Path(path).resolve()
+        if resolved.parent in folders:
+            reads[f"{folders[resolved.parent]}/{resolved.name}"] += 1
+        return read_text(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    return reads
+
+
 def evaluated_metrics(path):
     """The metrics `python evaluate.py ... --json PATH` wrote: the one
     report of its record (common/records.py)."""

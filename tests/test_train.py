@@ -246,7 +246,8 @@ def test_bad_arguments_give_one_line_errors(argv, message, capsys, tmp_path):
      "trained with --model mcnn-wd"),
     (["--model", "ensemble", "--set", "model.members={tmp}/no-run,{run}"],
      "error: {tmp}/no-run/config.json: no config.json"),
-    (["--model", "rerank", "--set", "model.members={run},{tmp}/no-run"], "error: {run}/vocab.json: file not found"),
+    # The second stage is read first (a first stage it holds is then not read again: models.members.rerank_stages).
+    (["--model", "rerank", "--set", "model.members={tmp}/no-run,{run}"], "error: {run}/vocab.json: file not found"),
     (["--model", "gru", "--model-dir", "{run}"], "error: --model-dir {run} already holds a training run of these "
      "settings; continue it with `python train.py --model-dir {run} --resume`"),
 ], ids=["model", "set", "resume", "data", "strategy", "preset", "key", "type", "range", "choice", "config check",

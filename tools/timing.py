@@ -57,8 +57,9 @@ def untrained_model(name, preset, overrides=(), every_word=False):
 
     spec = registry.get(name)
     config = spec.experiment(preset, overrides)
+    parts = spec.parts(config.model) if spec.parts else None
     if spec.prepare:
-        config = spec.prepare(config)
+        config = spec.prepare(config, parts)
     train_split = splits.load_split(config.data.path, config.data.train_split, config.data.image_features)
     # Without word vectors: they only change initial values (and the size of
     # a frozen lookup table), not the cost of a step.
@@ -69,7 +70,7 @@ def untrained_model(name, preset, overrides=(), every_word=False):
     keras.utils.set_random_seed(config.train.seed)
     with runtime.dtype_policy(config.runtime.mixed_precision):
         model = spec.build_model(config.model, vocabulary,
-                                 ImageFeatures(config.data.image_features, train_split.images.shape[1]))
+                                 ImageFeatures(config.data.image_features, train_split.images.shape[1]), parts)
     return config, train_split, model
 
 

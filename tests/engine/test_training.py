@@ -222,7 +222,7 @@ def test_a_fitted_runs_dev_metrics_are_its_best_checkpoints_evaluation(fixture, 
     # the route of every other validation: the evaluation of the run's best
     # checkpoint, which scores dev with the restored model.
     run = request.getfixturevalue(fixture)
-    config, _ = restore_model(run)
+    config = restore_model(run)[0].experiment
     _, dev, _ = load_experiment_splits(config.data, validate_max_images=config.train.validate_max_images)
     want = evaluation.evaluate(CheckpointScorer.from_model_dir(run), dev, sentence_similarity=False)
     got = json.loads((run / "results.json").read_text())["dev"]

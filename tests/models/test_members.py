@@ -16,7 +16,7 @@ from common.errors import InputError
 from data.image_features import ImageFeatures
 from data.vocabulary import Vocabulary
 from models import members, registry
-from tests.helpers import EMBEDDED_DATA, REPO, run_config_json
+from tests.helpers import EMBEDDED_DATA, REPO, count_reads, run_config_json
 
 
 def fake_run(root, name, model_name="gru", data_path=EMBEDDED_DATA, image_features="fc", image_dim=1280,
@@ -49,6 +49,32 @@ def test_the_best_checkpoint_is_the_one_tensorflow_finds(tmp_path, state):
     found = tf.train.latest_checkpoint(str(run / "best"))
     assert members.best_checkpoint(run) == found
     assert (found is None) == (state != "written")
+
+
+def fake_ensemble(root, *runs):
+    """A fake ensemble run of the fake `runs` of `fake_run` reading `ims` and `stages`."""
+    return fake_run(root, "ensemble", "ensemble", image_dim=1280 + 3000,
+                    overrides=[f"model.members={','.join(map(str, runs))}", "data.image_features=ims+stages"])
+
+
+def prepared(name, overrides):
+    """A new run's experiment config of `name`, completed from its parts as train.py completes it."""
+    spec = registry.get(name)
+    config = spec.experiment("paper", overrides)
+    return spec.prepare(config, spec.parts(config.model))
+
+
+def test_a_trained_run_is_its_config_vocabulary_checkpoint_and_parts(tmp_path):
+    fc, fne = fake_run(tmp_path, "fc"), fake_run(tmp_path, "fne", "poe", image_features="fne", image_dim=3000)
+    run = members.load_trained_run(fc)
+    assert (run.directory, run.experiment.model_name, run.vocabulary.tokens, run.checkpoint, run.parts) == (
+        str(fc), "gru", ["<pad>", "<unk>", "a"], str(fc / "best" / "ckpt-12"), ())
+    assert run.image_features == ImageFeatures("fc", 1280)
+    # A composite run holds its own runs, read with it: a two-stage model's ensemble stage.
+    ensemble = fake_ensemble(tmp_path, fc, fne)
+    run = members.load_trained_run(ensemble)
+    assert [(part.directory, part.experiment.model_name, part.image_features) for part in run.parts] == [
+        (str(fc), "gru", ImageFeatures("fc", 1280)), (str(fne), "poe", ImageFeatures("fne", 3000))]
 
 
 def test_a_trained_run_needs_its_config_vocabulary_checkpoint_and_image_width(tmp_path):
@@ -87,8 +113,7 @@ def test_feature_kinds_are_in_order_of_appearance_and_one_width_each():
 
 def test_an_ensemble_reads_its_members_features_and_refuses_members_of_other_splits(tmp_path):
     fc, fne = fake_run(tmp_path, "fc"), fake_run(tmp_path, "fne", "poe", image_features="fne", image_dim=3000)
-    spec = registry.get("ensemble")
-    config = spec.prepare(spec.experiment("paper", [f"model.members={fc},{fne}", f"data.path={EMBEDDED_DATA}"]))
+    config = prepared("ensemble", [f"model.members={fc},{fne}", f"data.path={EMBEDDED_DATA}"])
     assert config.data.image_features == "fc+fne"
     # The same images and captions, the captions of another image: the dev splits differ.
     other = tmp_path / "other-data"
@@ -105,32 +130,47 @@ def test_an_ensemble_reads_its_members_features_and_refuses_members_of_other_spl
                                                          "and 7"),
     ]:
         with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
-            spec.prepare(spec.experiment("paper", [f"model.members={','.join(map(str, given))}"]))
+            prepared("ensemble", [f"model.members={','.join(map(str, given))}"])
     # Members of the moved data, an ensemble choosing its weights on the original dev split.
     other_member = fake_run(tmp_path, "moved-too", data_path=other)
     with pytest.raises(InputError, match="the ensemble's dev split is not its members'"):
-        spec.prepare(spec.experiment("paper", [f"model.members={moved},{other_member}", f"data.path={EMBEDDED_DATA}"]))
+        prepared("ensemble", [f"model.members={moved},{other_member}", f"data.path={EMBEDDED_DATA}"])
 
 
 def test_a_two_stage_model_reads_both_stages_features_and_chooses_k_on_their_dev_split(tmp_path):
     fc, fne = fake_run(tmp_path, "fc"), fake_run(tmp_path, "fne", "poe", image_features="fne", image_dim=3000)
-    spec = registry.get("rerank")
-    assert spec.prepare(spec.experiment("paper", [f"model.members={fc},{fne}"])).data.image_features == "fc+fne"
-    assert spec.prepare(spec.experiment("paper", [f"model.members={fc},{fake_run(tmp_path, 'fc2')}"])
-                        ).data.image_features == "fc"
+    assert prepared("rerank", [f"model.members={fc},{fne}"]).data.image_features == "fc+fne"
+    assert prepared("rerank", [f"model.members={fc},{fake_run(tmp_path, 'fc2')}"]).data.image_features == "fc"
     for given, message in [
         ([fc], "a two-stage model needs two run directories"),
         ([fc, fc], "is both stages"),
         ([fc, fake_run(tmp_path, "inner", "rerank")], "a stage may not be a two-stage run itself"),
     ]:
         with pytest.raises(InputError, match=message):
-            spec.prepare(spec.experiment("paper", [f"model.members={','.join(map(str, given))}"]))
+            prepared("rerank", [f"model.members={','.join(map(str, given))}"])
 
 
 def test_members_are_checked_without_tensorflow(tmp_path):
     fc, fne = fake_run(tmp_path, "fc"), fake_run(tmp_path, "fne", "poe", image_features="fne", image_dim=3000)
     code = (f"import sys\nfrom models import registry\nspec = registry.get('ensemble')\n"
-            f"spec.prepare(spec.experiment('paper', ['model.members={fc},{fne}']))\n"
+            f"config = spec.experiment('paper', ['model.members={fc},{fne}'])\n"
+            "spec.prepare(config, spec.parts(config.model))\n"
             "print(sorted({'tensorflow', 'keras'} & set(sys.modules)))")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_runs_files_are_read_once_however_often_it_is_named(tmp_path, monkeypatch):
+    # gru proposes, an ensemble holding it and poe re-ranks: gru is named twice (a stage, a member).
+    fc, fne = fake_run(tmp_path, "fc"), fake_run(tmp_path, "fne", "poe", image_features="fne", image_dim=3000)
+    ensemble = fake_ensemble(tmp_path, fc, fne)
+    reads = count_reads(monkeypatch, [fc, fne, ensemble])
+    spec = registry.get("rerank")
+    config = spec.experiment("paper", [f"model.members={fc},{ensemble}"])
+    stages = spec.parts(config.model)
+    # The features of the first stage, then the second's (its own side by side, under one name).
+    assert spec.prepare(config, stages).data.image_features == "fc+fc+fne"
+    assert reads == {f"{run}/{name}": 1 for run in ("fc", "fne", "ensemble") for name in ("config.json", "vocab.json")}
+    # The first stage is the second's record of that run, under the name the two-stage model gives it.
+    first, second = stages
+    assert first.directory == str(fc) and first.experiment == second.parts[0].experiment

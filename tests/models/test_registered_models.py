@@ -13,8 +13,6 @@ from data.tokenizer import TOKENIZERS, tokenize_strings
 from data.word_vectors import WordVectors
 from models import registry, vse, vse_config, w2vv, w2vv_config
 from models.base_config import ModelConfig
-from models.ensemble_config import EnsembleConfig
-from models.rerank_config import RerankConfig
 
 VOCABULARY = ["<pad>", "<unk>", "a", "dog", "runs", "on", "the", "grass", "."]
 # Small sizes for whichever of these fields a model's config has.
@@ -33,9 +31,8 @@ def tiny_model(name):
     return model
 
 # Every model but the ensembles and the two-stage model, which are built
-# from trained runs (tests/models/test_ensemble.py, test_rerank.py).
-SINGLE_MODELS = [name for name in registry.names()
-                 if not issubclass(registry.get(name).config_class, (EnsembleConfig, RerankConfig))]
+# from trained runs (their `parts`: tests/models/test_composite.py, test_ensemble.py, test_rerank.py).
+SINGLE_MODELS = [name for name in registry.names() if registry.get(name).parts is None]
 
 
 # The names a config's setting takes, declared without TensorFlow, and the table of the functions or layers
