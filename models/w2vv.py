@@ -156,7 +156,14 @@ class W2VVModel(RetrievalModel):
         # Eqs. 5-7: ReLU layers, dropout after each hidden one, the output
         # layer of the visual feature's size. (A Sequential, not a list of
         # layers: TF checkpoints do not see layers held in a Python list.)
-        mlp = []
+        # Its input is float32 under any policy (its layers cast it to their
+        # compute dtype): one it built itself would take the policy's compute
+        # dtype for good, and a float32 evaluation of the model built under
+        # mixed precision (`engine.runtime.computing_in_float32`) would round
+        # the sentence vectors to it.
+        sentence_dim = sum({"bow": n_words, "word2vec": config.word_dim, "gru": config.gru_units}[scale]
+                           for scale in self.scales)
+        mlp = [keras.Input((sentence_dim,), dtype="float32")]
         for units in config.hidden_units:
             mlp += [keras_layers.Dense(units, activation="relu"), keras_layers.Dropout(config.dropout)]
         self.mlp = keras.Sequential([*mlp, keras_layers.Dense(image_dim, activation="relu")], name="mlp")

@@ -31,11 +31,11 @@ def scripted_run(tmp_path_factory):
     messages)."""
     events, messages = [], []
 
-    def validate_metrics(loop):
+    def validate(trainer, built):
         done = len([e for e in events if e[0] == "validate"])
         rsum = SCRIPTED_RSUM[done] if done < len(SCRIPTED_RSUM) else 9.0
-        events.append(("validate", rsum, int(loop.state.phase), type(loop.model.hinge),
-                       [w.copy() for w in loop.model.get_weights()]))
+        events.append(("validate", rsum, int(built.state.phase), type(built.model.hinge),
+                       [w.copy() for w in built.model.get_weights()]))
         return {**dict.fromkeys(METRIC_NAMES, 0.0), "rsum": rsum}
 
     original_next_phase = training_loop.TrainingLoop._next_phase
@@ -53,7 +53,7 @@ def scripted_run(tmp_path_factory):
     handler.emit = lambda record: messages.append(record.getMessage())
     level = logger.level
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(training_loop.TrainingLoop, "validate_metrics", validate_metrics)
+        monkeypatch.setattr(training.Trainer, "validate", validate)
         monkeypatch.setattr(training_loop.TrainingLoop, "_next_phase", next_phase)
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
@@ -106,12 +106,12 @@ def test_the_selection_metric_picks_the_best_checkpoint(monkeypatch, tmp_path):
     scripted = [(50.0, 0.1), (40.0, 0.3), (60.0, 0.2)]
     seen = []
 
-    def validate_metrics(loop):
+    def validate(trainer, built):
         rsum, i2t_map = scripted[min(len(seen), 2)]
-        seen.append(int(loop.state.global_step))
+        seen.append(int(built.state.global_step))
         return {**dict.fromkeys(METRIC_NAMES, 0.0), "rsum": rsum, "i2t_map": i2t_map}
 
-    monkeypatch.setattr(training_loop.TrainingLoop, "validate_metrics", validate_metrics)
+    monkeypatch.setattr(training.Trainer, "validate", validate)
     model_dir = tmp_path / "run"
     argv = ["--model", "gru", "--preset", "quick", "--model-dir", str(model_dir), *TINY,
             "--set", "train.epochs=1", "--set", "train.selection_metric=i2t_map"]
@@ -238,7 +238,7 @@ def test_a_fitted_runs_dev_metrics_are_its_best_checkpoints_evaluation(fixture, 
 def test_a_fitted_model_is_validated_from_its_fit_without_scoring_dev_again(trained, trained_fv, monkeypatch,
                                                                              tmp_path):
     scored = []
-    monkeypatch.setattr(training_loop.TrainingLoop, "validate_metrics", lambda loop: scored.append(1))
+    monkeypatch.setattr(training.Trainer, "validate", lambda trainer, built: scored.append(1))
     argv = ["--model", "ensemble", "--model-dir", str(tmp_path / "run"), "--set", f"model.members={trained},{trained_fv}",
             "--set", "train.validate_max_images=100"]
     assert train.main(argv, export=False) == 0
