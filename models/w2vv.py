@@ -156,11 +156,12 @@ class W2VVModel(RetrievalModel):
         # Eqs. 5-7: ReLU layers, dropout after each hidden one, the output
         # layer of the visual feature's size. (A Sequential, not a list of
         # layers: TF checkpoints do not see layers held in a Python list.)
-        # Its input is float32 under any policy (its layers cast it to their
-        # compute dtype): one it built itself would take the policy's compute
-        # dtype for good, and a float32 evaluation of the model built under
-        # mixed precision (`engine.runtime.computing_in_float32`) would round
-        # the sentence vectors to it.
+        # Its input is declared float32 (each layer casts it to its compute
+        # dtype): one it made itself would take the compute dtype of a mixed
+        # policy for good, and the model's float32 test and export
+        # (`engine.runtime.computing_in_float32`) would round the sentence
+        # vectors to the low precision. The same layers and checkpoint either
+        # way.
         sentence_dim = sum({"bow": n_words, "word2vec": config.word_dim, "gru": config.gru_units}[scale]
                            for scale in self.scales)
         mlp = [keras.Input((sentence_dim,), dtype="float32")]

@@ -133,6 +133,7 @@ def test_phase_learning_rates_must_match_the_phases(tmp_path, capsys):
             "--set", "train.phase_learning_rates=[0.1]"]
     assert train.main(argv) == 2
     assert "train.phase_learning_rates needs 0 value(s)" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()  # refused as the model is built, before config.json
 
 
 def test_unknown_phase_hinge_is_an_input_error():
