@@ -303,8 +303,8 @@ class Trainer:
                              selection_metric=cfg.train.selection_metric, fit=outcome.chosen if outcome else {},
                              epochs=round(int(built.state.global_step) / steps, 2) if steps else None,
                              **built.time_spent.totals())
+        self._save_time_spent(built)
         if self.is_chief:
-            built.time_spent.save()
             write_json_atomically(self.model_dir / "results.json", results.to_json())
         return results
 
