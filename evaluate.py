@@ -75,7 +75,7 @@ def _run(args):
     print(evaluation.format_table(result))
     recording.write([result])
     # Said once the evaluation is done: an error before it stays the command's one line.
-    notice = provenance.missing_notice(scorer.image_provenance, scorer.recorded_in, data_root(args, scorer))
+    notice = provenance.missing_notice(scorer.image_features.provenance, scorer.recorded_in, data_root(args, scorer))
     if notice:
         print(notice, file=sys.stderr)
     if projector_dir:

@@ -16,9 +16,10 @@ from pathlib import Path
 from common import records
 from common.config import STRATEGIES, apply_overrides, check_override
 from common.errors import ArgumentParser, InputError, count, run_command
+from data.image_features import option_kind
 from engine import model_dirs
 from models import registry
-from models.experiments import load_experiment
+from models.experiments import load_run
 
 
 def parse_args(argv):
@@ -73,12 +74,13 @@ def _run(args):
     if args.export_only:
         return _export_only(args.model_dir, args.serving_version, args.provenance)
 
-    config, model_dir = _experiment(args)
+    config, parts, model_dir = _experiment(args)
     # TensorFlow loads only once the arguments are known to be usable.
     from engine import training
     from engine.evaluation import format_table
 
-    results = training.Trainer(config, model_dir, resume=args.resume, command=args.command).run(**args.finish)
+    results = training.Trainer(config, model_dir, resume=args.resume, command=args.command,
+                               parts=parts).run(**args.finish)
     if results is not None:
         print(f"best checkpoint: {Path(model_dir) / results.checkpoint}")
         print("dev:\n" + format_table(results.dev))
@@ -118,28 +120,33 @@ def _check(args):
 
 
 def _experiment(args):
-    """The run's experiment config and model directory, made before
-    TensorFlow loads: the preset and every `--set` value are checked as the
-    config is made (a model family's settings import no TensorFlow,
-    `models.registry`), a composite model's member runs as it is completed
-    from them (`ModelSpec.prepare`), and a new run's directory against it."""
+    """The run's experiment config, a composite model's trained runs and
+    the model directory, made before TensorFlow loads: the preset and every
+    `--set` value are checked as the config is made (a model family's
+    settings import no TensorFlow, `models.registry`), a composite model's
+    member runs as they are read, once (`ModelSpec.parts`, None for other
+    models), and a new run's config is completed from them
+    (`ModelSpec.prepare`) and its directory checked against it."""
     strategy = [f"runtime.strategy={args.strategy}"] if args.strategy else []
     if args.resume:
-        config = apply_overrides(load_experiment(args.model_dir), strategy)
+        config = apply_overrides(load_run(args.model_dir).experiment, strategy)
+        spec = registry.get(config.model_name)
     else:
         overrides = [*args.set, *([f"data.path={args.data}"] if args.data else []), *strategy]
         spec = registry.get(args.model)
-        config = spec.experiment(args.preset, overrides, args.image_features or "fc")
-        if spec.prepare:
-            config = spec.prepare(config)
+        config = spec.experiment(args.preset, overrides, option_kind(args.image_features) if args.image_features else "fc")
+    parts = spec.parts(config.model) if spec.parts else None
+    if not args.resume and spec.prepare:
+        config = spec.prepare(config, parts)
     model_dir = args.model_dir or model_dirs.default(config.model_name, config.preset)
     # A worker of a cluster may find the directory its chief has begun: the trainer checks on the chief.
     if not args.resume and config.runtime.strategy != "multiworker":
         model_dirs.check_new(model_dir, config)
-    return config, model_dir
+    return config, parts, model_dir
 
 
 def _export_only(model_dir, version=None, features_dir=None):
+    import dataclasses
     import logging
 
     from data import provenance
@@ -147,8 +154,8 @@ def _export_only(model_dir, version=None, features_dir=None):
     from engine.export import IMAGE_SIGNATURES, export_saved_model
     from models.restore import restore_model
 
-    config, model = restore_model(model_dir)
-    recorded = config.image_provenance
+    _, model = restore_model(model_dir)
+    recorded = model.image_features.provenance
     if features_dir is not None:
         given = provenance.read(features_dir)
         if given is None:
@@ -157,9 +164,9 @@ def _export_only(model_dir, version=None, features_dir=None):
             raise InputError(f"{Path(features_dir) / provenance.FILE}: differs from the provenance recorded in "
                              f"{Path(model_dir) / 'config.json'}")
         recorded = given
+        model.image_features = dataclasses.replace(model.image_features, provenance=given)
     path = Path(model_dir) / training.SAVED_MODEL_DIR
-    path = export_saved_model(model, path / str(version) if version else path,
-                              config.data.image_features, recorded)
+    path = export_saved_model(model, path / str(version) if version else path)
     print(f"SavedModel: {path}")
     if recorded is None:
         logging.getLogger("train").warning(

@@ -1,12 +1,12 @@
-"""Experiment configuration: dataclasses, `--set` overrides and JSON files.
+"""The settings of an experiment's sections and how they are checked:
+`setting` (a field and the values it may take), the `train` and `runtime`
+sections (`TrainConfig`, `RuntimeConfig`) and `--set` overrides
+(`apply_overrides`) on any config with the four `SECTIONS`.
 
-An experiment is a registered model name plus four sections, each a
-dataclass: `model` (the model's own config class, defaults = its paper),
-`train` (`TrainConfig`), `data` (`data.splits.DataConfig`) and `runtime`
-(`RuntimeConfig`: how the run uses the machine). Overrides address fields
-as `section.field=value` (e.g. `train.epochs=2`, `model.embed_dim=512`). The
-final configuration is written as `config.json` in the model directory, so
-evaluation and export rebuild the model without the original command line.
+The experiment itself, a registered model name plus its four sections
+(`model`, `train`, `data`, `runtime`), is `models.experiments.ExperimentConfig`,
+which also reads and writes it as a run's config.json. Overrides address
+fields as `section.field=value` (e.g. `train.epochs=2`, `model.embed_dim=512`).
 """
 
 import dataclasses
@@ -27,7 +27,7 @@ def setting(default, *, minimum=None, above=None, maximum=None, below=None, choi
     Numbers (and each number of a tuple) must be >= `minimum`, > `above`,
     <= `maximum` and < `below`; strings (and each string of a tuple) one of
     `choices`. Every config is built through `apply_overrides` or
-    `experiment_from_json`, which check each field's type and these bounds, so a
+    `models.experiments.RunConfig.from_json`, which check each field's type and these bounds, so a
     bad value from `--set`, a preset or a hand-edited config.json stops the
     command before any work, naming the field.
     """
@@ -168,25 +168,6 @@ class RuntimeConfig:
     jit_compile: bool = False
 
 
-@dataclasses.dataclass
-class ExperimentConfig:
-    model_name: str
-    preset: str
-    model: typing.Any  # the registered model's config class
-    train: TrainConfig
-    data: typing.Any  # a `data.splits.DataConfig`
-    runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
-    # The image feature size of the training data (set by the trainer).
-    image_dim: int | None = None
-    # How the training features were made: the training folder's
-    # provenance.json (`data.provenance`), None where it has none (and in
-    # runs from before it was recorded).
-    image_provenance: dict | None = None
-
-    def to_json(self):
-        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
-
-
 def apply_overrides(config, overrides):
     """Returns a copy of `config` with `section.field=value` strings applied.
 
@@ -202,7 +183,7 @@ def apply_overrides(config, overrides):
             )
             raise InputError(f"--set {item!r}: unknown key; valid keys: {valid}")
         sections[section][field] = _parse_value(raw.strip())
-    return _rebuild(config, sections)
+    return rebuild(config, sections)
 
 
 def check_override(item):
@@ -225,7 +206,10 @@ def _parse_value(raw):
         return raw
 
 
-def _rebuild(config, sections):
+def rebuild(config, sections):
+    """A copy of `config` with each section of `sections` ({section: {field:
+    value}}) built from its values, each checked against its field's type
+    and bounds (`InputError` naming the field)."""
     built = {}
     for name, values in sections.items():
         cls = type(getattr(config, name))
@@ -268,32 +252,3 @@ def _coerce(name, value, hint):
     if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
         raise InputError(f"{name} must be of type {hint.__name__}; got {value!r}")
     return value
-
-
-def experiment_from_json(text, defaults, path):
-    """The `ExperimentConfig` of a config.json's `text`: `defaults(model_name,
-    preset)` gives the experiment of the class defaults (a registry's
-    lookup, which fails on an unknown model), and every section read from
-    the file replaces it; `path` names the file in errors."""
-    try:
-        raw = json.loads(text)
-        config = defaults(raw["model_name"], raw["preset"])
-    except (json.JSONDecodeError, KeyError, TypeError) as error:
-        raise InputError(f"{path}: unreadable model config ({error})") from None
-    sections = {name: raw.get(name, {}) for name in SECTIONS}
-    # Settings a model config no longer has, left in older files at the
-    # value that meant "unused" (`RETIRED` of the config class).
-    retired = getattr(type(config.model), "RETIRED", {})
-    if isinstance(sections["model"], dict) and retired:
-        sections["model"] = {key: value for key, value in sections["model"].items()
-                             if not (key in retired and value == retired[key])}
-    if "runtime" not in raw and isinstance(sections["train"], dict):
-        # Runs written before the runtime section kept these in `train`.
-        sections["train"] = dict(sections["train"])
-        sections["runtime"] = {key: sections["train"].pop(key) for key in ("mixed_precision", "jit_compile")
-                               if key in sections["train"]}
-    try:
-        return dataclasses.replace(_rebuild(config, sections), image_dim=raw.get("image_dim"),
-                                   image_provenance=raw.get("image_provenance"))
-    except InputError as error:
-        raise InputError(f"{path}: {error}") from None

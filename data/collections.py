@@ -47,6 +47,7 @@ from common import files
 from common.errors import ArgumentParser, InputError, run_command
 from data import readers
 from data.bigfile import BigFile, write_bigfile
+from data.image_features import ONE_LAYER
 
 VIDEO_EXTENSIONS = (".mp4", ".avi", ".webm", ".mkv")
 ITEM_EXTENSIONS = readers.IMAGE_EXTENSIONS + VIDEO_EXTENSIONS
@@ -172,7 +173,7 @@ def write_collection(root, collection, feature, item_ids, features, captions):
     files.atomic_write(path, lambda file: file.write(("\n".join(lines) + "\n").encode("utf-8")))
 
 
-def precomp_to_collections(precomp, out, feature="ims", as_frames=False, splits=readers.SPLITS):
+def precomp_to_collections(precomp, out, feature=ONE_LAYER, as_frames=False, splits=readers.SPLITS):
     """Writes the splits of a precomp folder as collections named after the
     splits, with the feature folder named `feature`. `as_frames` writes each
     image as a one-frame video `<image>_0` (pooling must give it back).
@@ -280,7 +281,7 @@ def parse_args(argv):
     parser.add_argument("--out", required=True,
                         help="the root folder of the collections: new or empty, or holding these collections "
                         "(the feature is then added or replaced)")
-    parser.add_argument("--feature", default="ims", help="which {split}_<name>.npy to convert (and the feature name)")
+    parser.add_argument("--feature", default=ONE_LAYER, help="which {split}_<name>.npy to convert (and the feature name)")
     parser.add_argument("--as-frames", action="store_true", help="write every image as a one-frame video <image>_0")
     return parser.parse_args(argv)
 

@@ -65,6 +65,7 @@ from pathlib import Path
 from common import files
 from common.errors import ArgumentParser, InputError, run_command
 from data import provenance, readers
+from data.image_features import EVERY_LAYER
 
 log = logging.getLogger("extract_features")
 
@@ -144,7 +145,7 @@ def _run(args):
         paths = [images / name for name in data.image_files]
         features = extract(paths, args.batch_size)
         if layout is not None:
-            readers.write_image_features(args.out, split, "stages", features, data.image_files)
+            readers.write_image_features(args.out, split, EVERY_LAYER, features, data.image_files)
             features = features[:, feature_slice]
         readers.write_precomp(args.out, split, features, data)
         log.info("%s: wrote %s features to %s", split, features.shape, args.out)

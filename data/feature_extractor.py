@@ -16,6 +16,7 @@ from common import progress
 from common.errors import InputError
 from data.backbones import BACKBONES, EFFICIENTNET_LITE0, TFHUB_PREFIX, build_backbone
 from data.full_network import full_network
+from data.image_features import EVERY_LAYER, ONE_LAYER, file_stems
 from data.image_decoding import CROP, RESIZE, decode_image, load_image, views
 
 LOG_EVERY = 100  # batches
@@ -89,14 +90,15 @@ class FeatureExtractor(tf.Module):
         return np.concatenate(features).astype(np.float32)
 
 
-def from_provenance(recorded, image_features="ims"):
+def from_provenance(recorded, image_features="fc"):
     """The extractor that makes a folder's features again from images.
 
     Args:
       recorded: a provenance (`data.provenance`) of features made by
         `data.extract_features` or of the embedded ones.
-      image_features: the features a model reads: "ims", "stages" or both
-        joined by "+" (their columns side by side, in that order).
+      image_features: the kind of features a model reads
+        (`data.image_features`): "fc", "fne" or both joined by "+" (their
+        columns side by side, in that order).
 
     Returns:
       A `FeatureExtractor`, or None when the provenance names no backbone
@@ -105,19 +107,20 @@ def from_provenance(recorded, image_features="ims"):
       features are not ones it makes.
     """
     backbone = recorded["backbone"]
-    kinds = image_features.split("+")
-    if not set(kinds) <= {"ims", "stages"}:
+    stems = file_stems(image_features)
+    if not set(stems) <= {ONE_LAYER, EVERY_LAYER}:
         return None
+    # provenance.json names what it holds by file stem: EVERY_LAYER where the per-layer features were written.
     if backbone.startswith(TFHUB_PREFIX):
-        if "stages" in kinds or not Path(backbone[len(TFHUB_PREFIX):]).is_dir():
+        if EVERY_LAYER in stems or not Path(backbone[len(TFHUB_PREFIX):]).is_dir():
             return None
-    elif backbone not in (*BACKBONES, EFFICIENTNET_LITE0) or ("stages" in kinds and "stages" not in recorded):
+    elif backbone not in (*BACKBONES, EFFICIENTNET_LITE0) or (EVERY_LAYER in stems and EVERY_LAYER not in recorded):
         return None
-    if "stages" not in kinds:
+    if EVERY_LAYER not in stems:
         model, preprocess = build_backbone(backbone, recorded["weights"])
         return FeatureExtractor(model, preprocess, recorded["crops"])
     full, preprocess, _, ims = full_network(backbone, recorded["weights"])
-    parts = [full.output[:, ims] if kind == "ims" else full.output for kind in kinds]
+    parts = [full.output[:, ims] if stem == ONE_LAYER else full.output for stem in stems]
     model = keras.Model(full.input, parts[0] if len(parts) == 1 else keras.layers.Concatenate()(parts))
     return FeatureExtractor(model, preprocess, recorded["crops"])
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from common.errors import InputError
 from common.files import read_text, write_json_atomically
+from data.image_features import EVERY_LAYER, ONE_LAYER
 
 FILE = "provenance.json"
 
@@ -62,10 +63,10 @@ def describe(backbone, weights, crops, stages):
             "views": _VIEWS[crops],
             "scaling": "x / 255 (the TF Hub convention)" if hub else _SCALING[backbone],
         },
-        "ims": "the module's feature vector" if hub else _IMS_LAYER[backbone],
+        ONE_LAYER: "the module's feature vector" if hub else _IMS_LAYER[backbone],
     }
     if stages:
-        provenance["stages"] = "spatial mean of every layer listed in stages.json, concatenated in that order"
+        provenance[EVERY_LAYER] = "spatial mean of every layer listed in stages.json, concatenated in that order"
     return provenance
 
 
@@ -89,7 +90,7 @@ def write(folder, provenance):
 
 # Keys that do not change the features: a folder with `stages` holds the
 # same `ims` as one without; `made` is a note.
-_NOT_COMPARED = ("stages", "made")
+_NOT_COMPARED = (EVERY_LAYER, "made")
 
 
 def same_features(a, b):

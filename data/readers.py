@@ -27,6 +27,7 @@ import numpy as np
 
 from common.errors import InputError
 from common.files import atomic_write, check_file, read_lines, read_text
+from data.image_features import ONE_LAYER
 
 CAPTIONS_PER_IMAGE = 5
 SPLITS = ("train", "dev", "test")
@@ -78,14 +79,14 @@ class ImageCaptions:
     captions: list[list[str]]
 
 
-def load_precomp(root, split, image_features="ims"):
+def load_precomp(root, split, stem=ONE_LAYER):
     """Reads one split of the VSE++ precomp layout.
 
     Args:
       root: the folder holding the split's files.
       split: "train", "dev", "test" or any other file name prefix.
-      image_features: the stem suffix of the feature file,
-        `{split}_{image_features}.npy` ("ims", or "stages").
+      stem: the file stem of the features, `{split}_{stem}.npy` (a kind's:
+        `data.image_features.KINDS`).
 
     Returns:
       A `RetrievalSplit`.
@@ -100,7 +101,7 @@ def load_precomp(root, split, image_features="ims"):
     root = Path(root)
     if not root.is_dir():
         raise InputError(f"{root}: data folder not found")
-    features_path = root / f"{split}_{image_features}.npy"
+    features_path = root / f"{split}_{stem}.npy"
     captions_path = root / f"{split}_caps.txt"
     features = _load_features(features_path)
     captions = read_lines(captions_path, "caption")
@@ -343,7 +344,7 @@ def write_precomp(root, split, features, data, captions_per_image=CAPTIONS_PER_I
             )
         lines.extend(captions)
     root.mkdir(parents=True, exist_ok=True)
-    write_image_features(root, split, "ims", features, data.image_files)
+    write_image_features(root, split, ONE_LAYER, features, data.image_files)
     atomic_write(captions_path, lambda f: f.write(("\n".join(lines) + "\n").encode("utf-8")))
     atomic_write(root / f"{split}_ids.txt", lambda f: f.write(("\n".join(data.image_files) + "\n").encode("utf-8")))
 

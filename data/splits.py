@@ -9,6 +9,7 @@ import numpy as np
 from common.errors import InputError
 from data import collections, readers
 from data.embedded import EMBEDDED_DATA
+from data.image_features import file_stems, kind_name
 
 
 @dataclasses.dataclass
@@ -18,32 +19,35 @@ class DataConfig:
     Attributes:
       path: a folder in the VSE++ precomp layout or of bigfile collections
         (see `load_split`); defaults to the embedded Flickr8k features.
-      image_features: the image (or video) feature name: `{split}_<name>.npy`
-        in the precomp layout, `<split>/FeatureData/<name>/` for
-        collections; "a+b" concatenates the features a and b of each item
-        (e.g. a video's visual and audio features). "ims" and "stages" are
-        the files of the kinds `fc` and `fne` (`models.registry.FEATURE_NAMES`).
+      image_features: the kind of image (or video) features, a kind of
+        `data.image_features` ("fc", "fne", "a+b" for both side by side)
+        or a collection's own feature name.
       train_split / dev_split / test_split: the splits used for training,
         model selection and the final report (file prefixes, or collection
         names such as msrvtt10ktrain).
     """
 
     path: str = EMBEDDED_DATA
-    image_features: str = "ims"
+    image_features: str = "fc"
     train_split: str = "train"
     dev_split: str = "dev"
     test_split: str = "test"
 
+    def __post_init__(self):
+        # The old names "ims" and "stages" (runs written before `data.image_features`) read as their kinds.
+        self.image_features = kind_name(self.image_features)
 
-def load_split(root, split, image_features="ims"):
+
+def load_split(root, split, image_features="fc"):
     """Reads one split of a dataset folder, whatever its layout.
 
     Args:
       root: a folder in the precomp layout, or holding collections
         (`<root>/<split>/TextData/` exists).
       split: the file prefix or collection name.
-      image_features: the feature name; "a+b" concatenates each item's
-        features a and b (e.g. a video's visual and audio features).
+      image_features: the kind of features (`data.image_features`); "a+b"
+        concatenates each item's features a and b (e.g. a video's visual
+        and audio features).
 
     Returns:
       A `RetrievalSplit`.
@@ -53,28 +57,25 @@ def load_split(root, split, image_features="ims"):
         read = collections.load_collection
     else:
         read = readers.load_precomp
-    names = image_features.split("+")
-    if not all(names):
-        raise InputError(f"image features {image_features!r}: expected a name or names joined by '+'")
-    parts = [read(root, split, name) for name in names]
+    parts = [read(root, split, name) for name in file_stems(image_features)]
     if len(parts) == 1:
         return parts[0]
     return dataclasses.replace(parts[0], images=np.concatenate([part.images for part in parts], axis=1))
 
 
-def feature_files(root, split, image_features="ims"):
+def feature_files(root, split, image_features="fc"):
     """The file a user must fix when a split's features are wrong: for each
-    name of `image_features` ("a+b": two), `<root>/<split>_<name>.npy` in the
-    precomp layout, the bigfile folder `<root>/<split>/FeatureData/<name>`
+    part of the kind `image_features` ("a+b": two), `<root>/<split>_<stem>.npy`
+    in the precomp layout, the bigfile folder `<root>/<split>/FeatureData/<name>`
     for a collection (as `load_split` reads them)."""
     root = Path(root)
-    names = image_features.split("+")
+    names = file_stems(image_features)
     if (root / split / "TextData").is_dir():
         return [root / split / "FeatureData" / name for name in names]
     return [root / f"{split}_{name}.npy" for name in names]
 
 
-def features_location(root, split, image_features="ims"):
+def features_location(root, split, image_features="fc"):
     """`feature_files` as one string for messages ("a + b" for two)."""
     return " + ".join(str(path) for path in feature_files(root, split, image_features))
 

@@ -1,20 +1,14 @@
 """The command-line arguments that choose a trained model and a split of
 data, shared by `evaluate.py` and the tools that score with a model."""
 
-import logging
 from pathlib import Path
 
 from common.errors import InputError
 from data import provenance, splits
 from data.embedded import EMBEDDED_DATA
+from data.image_features import KINDS, option_kind
 from engine import model_dirs
-from models.experiments import load_experiment
-from models.registry import FEATURE_NAMES
-
-log = logging.getLogger(__name__)
-
-# The file names evaluate.py's --image-features took before it took train.py's kinds.
-_DEPRECATED = {name: kind for kind, name in FEATURE_NAMES.items()}
+from models.experiments import load_run
 
 
 def add_model_and_split_arguments(parser):
@@ -26,8 +20,8 @@ def add_model_and_split_arguments(parser):
     parser.add_argument("--data", help="precomp data folder (default: the model's training data, else the embedded Flickr8k)")
     parser.add_argument("--image-features", metavar="KIND",
                         help="the kind of image features the model reads, as train.py's: "
-                        f"{' or '.join(f'{kind} ({{split}}_{name}.npy)' for kind, name in FEATURE_NAMES.items())}, "
-                        f"{'+'.join(FEATURE_NAMES)} for an ensemble of both (default: the model's)")
+                        f"{' or '.join(f'{kind} ({{split}}_{stem}.npy)' for kind, stem in KINDS.items())}, "
+                        f"{'+'.join(KINDS)} for an ensemble of both (default: the model's)")
     parser.add_argument("--split", help="the split to use (default: the model's test split, else 'test')")
     parser.add_argument("--quiet", action="store_true", help="no progress bars (there are none when stderr is not a terminal)")
     parser.add_argument("--verbose", action="store_true", help="keep TensorFlow's start-up lines (hidden by default)")
@@ -39,7 +33,7 @@ def load_model_and_split(args, overrides=()):
     Features made otherwise than the model's training features (their
     provenance.json, `data.provenance`) are refused."""
     # What can be checked before TensorFlow loads, first.
-    chosen = feature_name(args.image_features) if args.image_features else None
+    chosen = option_kind(args.image_features) if args.image_features else None
     if args.model_dir:
         model_dirs.check_run(args.model_dir, "--model-dir")
     elif overrides:
@@ -49,7 +43,7 @@ def load_model_and_split(args, overrides=()):
     if args.data and not Path(args.data).is_dir():
         raise InputError(f"--data {args.data}: no such folder")
     if args.model_dir:
-        load_experiment(args.model_dir, overrides)  # the run's config.json and the --set values, checked
+        load_run(args.model_dir, overrides)  # the run's config.json and the --set values, checked
     from engine import scoring  # Imported here: it loads TensorFlow.
 
     if args.model_dir:
@@ -57,25 +51,13 @@ def load_model_and_split(args, overrides=()):
     else:
         scorer = scoring.SavedModelScorer(args.saved_model)
     root = data_root(args, scorer)
-    provenance.check_same(scorer.image_provenance, scorer.recorded_in, root)
-    image_features = chosen or scorer.image_features
+    provenance.check_same(scorer.image_features.provenance, scorer.recorded_in, root)
+    image_features = chosen or scorer.image_features.kind
     split_name = args.split or scorer.test_split
     split = splits.load_split(root, split_name, image_features)
-    splits.check_image_dim(split, scorer.image_dim, splits.features_location(root, split_name, image_features))
+    splits.check_image_dim(split, scorer.image_features.width,
+                           splits.features_location(root, split_name, image_features))
     return scorer, split
-
-
-def feature_name(kinds):
-    """The feature name (`DataConfig.image_features`) of `--image-features
-    KINDS`: train.py's kinds (`FEATURE_NAMES`), joined by '+' for an
-    ensemble's; the file names "ims" and "stages" that the option took
-    before, with a deprecation warning; any other name as it is (a
-    collection's own features, e.g. a video's)."""
-    parts = kinds.split("+")
-    if any(part in _DEPRECATED for part in parts):
-        log.warning("--image-features %s is deprecated: write --image-features %s", kinds,
-                    "+".join(_DEPRECATED.get(part, part) for part in parts))
-    return "+".join(FEATURE_NAMES.get(part, part) for part in parts)
 
 
 def check_saved_model(path):

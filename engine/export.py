@@ -12,10 +12,11 @@ Every model exports the same four functions (also available as signatures):
    same on encodings already computed, for scoring large collections block
    by block.
 
-The variable `image_features` names the features `F` is (a
-`DataConfig.image_features`: "ims", one CNN layer's, the kind `fc`;
-"stages", every layer's, `fne`; "ims+stages", both side by side, for an
-ensemble of members reading each);
+The variable `image_features` names the kind of features `F` is (a kind
+of `data.image_features`: "fc", one CNN layer's; "fne", every layer's;
+"fc+fne", both side by side, for an ensemble of members reading each;
+exports made before the kinds had one name hold "ims", "stages" and
+"ims+stages", read as these);
 `image_provenance`, how they were made (the JSON of the training folder's
 provenance.json, `data.provenance`; "" where it was not recorded).
 
@@ -98,28 +99,27 @@ class ServingModule(tf.Module):
     """The functions a SavedModel of the zoo offers, around a trained model.
 
     Args:
-      model: a `RetrievalModel`, reading `model.image_dim`-wide image
-        features.
-      image_features: their kind (`DataConfig.image_features`).
-      image_provenance: how they were made (`data.provenance`), or None.
+      model: a `RetrievalModel`, reading its `image_features` (a
+        `data.image_features.ImageFeatures`: kind, width, provenance).
       image_extractor: a `data.feature_extractor.FeatureExtractor` that makes
         them from images, or None: the module then has no image
         signatures.
     """
 
-    def __init__(self, model, image_features="ims", image_provenance=None, image_extractor=None):
+    def __init__(self, model, image_extractor=None):
         super().__init__()
         self._hold(model, image_extractor)
-        # The kind of image features the model reads (`DataConfig.image_features`).
-        self.image_features = tf.Variable(image_features, trainable=False, name="image_features")
-        self.image_provenance = tf.Variable(json.dumps(image_provenance, sort_keys=True) if image_provenance else "",
+        features = model.image_features
+        # The kind of image features the model reads and how they were made.
+        self.image_features = tf.Variable(features.kind, trainable=False, name="image_features")
+        self.image_provenance = tf.Variable(json.dumps(features.provenance, sort_keys=True) if features.provenance else "",
                                             trainable=False, name="image_provenance")
-        image_spec = tf.TensorSpec([None, model.image_dim], tf.float32, name="image_features")
+        image_spec = tf.TensorSpec([None, features.width], tf.float32, name="image_features")
         text_spec = tf.TensorSpec([None], tf.string, name="text")
         # Whether encodings of one side can be compared with each other
         # (`RetrievalModel.joint_space` of the model `encode_*` serve).
         self.joint_space = tf.Variable(self._encoder().joint_space, trainable=False, name="joint_space")
-        image_encoding = self._encode_image(tf.zeros([1, model.image_dim]))
+        image_encoding = self._encode_image(tf.zeros([1, features.width]))
         text_encoding = self._encode_text(tf.constant(["a"]))
         self.encode_text = tf.function(self._encode_text, input_signature=[text_spec])
         self.encode_image = tf.function(self._encode_image, input_signature=[image_spec])
@@ -198,12 +198,12 @@ class TwoStageServingModule(ServingModule):
     `extract_image_features`. Args as `ServingModule`'s; `model.stages()`
     gives the stages."""
 
-    def __init__(self, model, image_features="ims", image_provenance=None, image_extractor=None):
-        super().__init__(model, image_features, image_provenance, image_extractor)
+    def __init__(self, model, image_extractor=None):
+        super().__init__(model, image_extractor)
         # The length of each image's list in `score` (`RetrievalModel.rerank_k`).
         self.rerank_k = tf.Variable(model.rerank_k, dtype=tf.int32, trainable=False, name="rerank_k")
-        image_spec = tf.TensorSpec([None, model.image_dim], tf.float32, name="image_features")
-        image_encoding = self._rerank_encode_image(tf.zeros([1, model.image_dim]))
+        image_spec = tf.TensorSpec([None, model.image_features.width], tf.float32, name="image_features")
+        image_encoding = self._rerank_encode_image(tf.zeros([1, model.image_features.width]))
         text_encoding = self._rerank_encode_text(tf.constant(["a"]))
         self.rerank_encode_text = tf.function(self._rerank_encode_text,
                                               input_signature=[tf.TensorSpec([None], tf.string, name="text")])
@@ -273,34 +273,34 @@ class _RenameNotice(logging.Filter):
         return "with unsupported characters which will be renamed" not in record.getMessage()
 
 
-def export_saved_model(model, path, image_features="ims", image_provenance=None):
+def export_saved_model(model, path):
     """Writes a SavedModel to `path`, replacing any previous one only once
     the new one is complete (an interrupted export leaves the old intact).
 
     Args:
-      model: the trained model (reading `model.image_dim`-wide features).
-      path: the SavedModel directory (its parent is made if missing, for
-        TF Serving's `<model>/<version>/` layout).
-      image_features: the features it reads (`DataConfig.image_features`),
-        kept as the variable `image_features`.
-      image_provenance: how they were made (`data.provenance`), kept as
-        the variable `image_provenance`; when it names a backbone
+      model: the trained model. Its `image_features` (kind, width,
+        provenance: `data.image_features.ImageFeatures`) are kept as the
+        variables `image_features` (the kind) and `image_provenance`; when
+        the provenance names a backbone
         `data.feature_extractor.from_provenance` rebuilds, the export takes
         encoded images too.
+      path: the SavedModel directory (its parent is made if missing, for
+        TF Serving's `<model>/<version>/` layout).
     """
     path = Path(path)
+    features = model.image_features
     extractor = None
-    if image_provenance is not None:
-        extractor = feature_extractor.from_provenance(image_provenance, image_features)
+    if features.provenance is not None:
+        backbone = features.provenance["backbone"]
+        extractor = feature_extractor.from_provenance(features.provenance, features.kind)
         if extractor is None:
             logging.getLogger("export").warning(
                 "%s: takes image features only: the recorded backbone %s of its %s features is not one the zoo "
-                "rebuilds (a TF Hub module needs its directory)", path, image_provenance["backbone"], image_features)
-        elif extractor.dim != model.image_dim:
-            raise InputError(f"{path}: the recorded backbone {image_provenance['backbone']} makes "
-                             f"{extractor.dim}-d features, the model reads {model.image_dim}-d ones")
-    module = (ServingModule if model.rerank_k is None else TwoStageServingModule)(
-        model, image_features, image_provenance, extractor)
+                "rebuilds (a TF Hub module needs its directory)", path, backbone, features.kind)
+        elif extractor.dim != features.width:
+            raise InputError(f"{path}: the recorded backbone {backbone} makes "
+                             f"{extractor.dim}-d features, the model reads {features.width}-d ones")
+    module = (ServingModule if model.rerank_k is None else TwoStageServingModule)(model, extractor)
     module.track_state()
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))

@@ -6,13 +6,12 @@ A model directory holds a training run when it holds `config.json`,
 which a run writes once its inputs are checked and its model is built.
 """
 
-import json
 from pathlib import Path
 
 from common.errors import InputError
 from common.files import check_output_folder
+from models.experiments import CONFIG_FILE, load_run
 
-CONFIG_FILE = "config.json"
 # What a run's settings are, for telling whether a new run's equal a recorded one's.
 _SETTINGS = ("model_name", "preset", "model", "train")
 
@@ -56,19 +55,16 @@ def check_new(path, config):
     check_output_folder(path, "--model-dir", CONFIG_FILE, "a training run")
     if not holds_run(path):
         return
-    new = json.loads(config.to_json())
     try:
-        recorded = json.loads((Path(path) / CONFIG_FILE).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        recorded = {}
-    if not isinstance(recorded, dict):
-        recorded = {}
+        recorded = load_run(path).experiment
+    except InputError:  # a config.json this zoo cannot read: another version's, or damaged
+        recorded = None
     alternative = f"--model-dir {free(path)}"
-    if all(recorded.get(key) == new[key] for key in _SETTINGS):
+    if recorded is not None and all(getattr(recorded, key) == getattr(config, key) for key in _SETTINGS):
         raise InputError(f"--model-dir {path} already holds a training run of these settings; continue it with "
                          f"`python train.py --model-dir {path} --resume`, or start another with {alternative}")
-    described = f"{recorded.get('model_name')}, preset {recorded.get('preset')}"
-    if all(recorded.get(key) == new[key] for key in ("model_name", "preset")):
+    described = f"{recorded.model_name}, preset {recorded.preset}" if recorded else "an unreadable config.json"
+    if recorded is not None and all(getattr(recorded, key) == getattr(config, key) for key in ("model_name", "preset")):
         described += ", other --set values"
     raise InputError(f"--model-dir {path} already holds a training run of other settings ({described}), which "
                      f"--resume would continue; start this one with {alternative}")

@@ -16,22 +16,21 @@ import tensorflow as tf
 
 from common import progress
 from common.errors import InputError
+from data.image_features import ImageFeatures, kind_name
 from engine import evaluation
+from models.experiments import CONFIG_FILE
 from models.restore import restore_model
 
 
 class CheckpointScorer:
     """Scores with the Keras model of a model directory's best checkpoint."""
 
-    def __init__(self, model, data_path=None, image_features="ims", test_split="test",
-                 image_provenance=None, recorded_in=None):
+    def __init__(self, model, data_path=None, test_split="test", recorded_in=None):
         self.model = model
-        # How the training features were made, and the file that says so.
-        self.image_provenance = image_provenance
+        # The features the model reads (`data.image_features.ImageFeatures`), and the file that records them.
+        self.image_features = model.image_features
         self.recorded_in = recorded_in
-        self.image_dim = model.image_dim
         self.data_path = data_path
-        self.image_features = image_features
         self.test_split = test_split
         self.joint_space = model.joint_space
         self._encode_text = tf.function(
@@ -44,9 +43,8 @@ class CheckpointScorer:
 
     @classmethod
     def from_model_dir(cls, model_dir, overrides=()):
-        config, model = restore_model(model_dir, overrides)
-        return cls(model, config.data.path, config.data.image_features, config.data.test_split,
-                   config.image_provenance, Path(model_dir) / "config.json")
+        run, model = restore_model(model_dir, overrides)
+        return cls(model, run.experiment.data.path, run.experiment.data.test_split, Path(model_dir) / CONFIG_FILE)
 
     @property
     def two_stage(self):
@@ -81,17 +79,17 @@ class SavedModelScorer:
             self.loaded = tf.saved_model.load(str(path))
         except (OSError, ValueError) as error:
             raise InputError(f"{path}: not a readable SavedModel ({str(error).splitlines()[0]})") from None
-        self.image_dim = self.loaded.encode_image.input_signature[0].shape[1]
         self.joint_space = bool(self.loaded.joint_space.numpy())
         self.data_path = None
-        # Exports written before the variable existed read one CNN layer's features.
-        recorded = getattr(self.loaded, "image_features", None)
-        self.image_features = recorded.numpy().decode() if recorded is not None else "ims"
-        self.test_split = "test"
-        # Exports written before provenance was recorded hold none.
-        provenance = getattr(self.loaded, "image_provenance", None)
+        # Exports written before the variable existed read one CNN layer's features; those written before
+        # provenance was recorded hold none.
+        kind, provenance = (getattr(self.loaded, name, None) for name in ("image_features", "image_provenance"))
         text = provenance.numpy().decode() if provenance is not None else ""
-        self.image_provenance = json.loads(text) if text else None
+        self.image_features = ImageFeatures(
+            kind=kind_name(kind.numpy().decode()) if kind is not None else "fc",
+            width=self.loaded.encode_image.input_signature[0].shape[1],
+            provenance=json.loads(text) if text else None)
+        self.test_split = "test"
         self.recorded_in = path
         rerank_k = getattr(self.loaded, "rerank_k", None)
         # A two-stage export's list length (`engine.export`); None for one that ranks in one stage.

@@ -66,6 +66,7 @@ from common.files import write_json_atomically
 from common.records import RunResults
 from common.wording import counted
 from data import pipeline, provenance, splits, word_vectors
+from data.image_features import ImageFeatures
 from data.readers import RetrievalSplit
 from data.vocabulary import Vocabulary
 from engine import evaluation, model_dirs, runtime, training_loop
@@ -77,7 +78,7 @@ from engine.train_step import make_optimizer
 from layers.text_vectorizer import MAX_INPUT_TOKENS
 from models import registry
 from models.base import FittedModel, RetrievalModel
-from models.experiments import BEST_DIR
+from models.experiments import BEST_DIR, CONFIG_FILE, RunConfig, load_run
 from models.restore import restore_checkpoint
 
 log = logging.getLogger("train")
@@ -154,9 +155,12 @@ class Trainer:
       resume: continue the run in `model_dir` instead of starting one.
       command: the command line that started this process, for
         results.json.
+      parts: a composite model's trained runs, as its registration's
+        `parts` read them (`train.py` reads them once); None for other
+        models, or to have them read when the model is built.
     """
 
-    def __init__(self, config, model_dir, resume=False, command=None):
+    def __init__(self, config, model_dir, resume=False, command=None, parts=None):
         # config.json records the strategy the run used, not "auto".
         strategy = runtime.resolve_strategy(config.runtime.strategy)
         self.config = dataclasses.replace(config, runtime=dataclasses.replace(config.runtime, strategy=strategy))
@@ -164,6 +168,7 @@ class Trainer:
         self.model_dir = Path(model_dir)
         self.strategy = runtime.make_strategy(strategy)
         self.resume = resume
+        self.parts = parts
         self.spec = registry.get(config.model_name)
         self.is_chief = runtime.is_chief(self.strategy)
 
@@ -185,19 +190,17 @@ class Trainer:
         intact checkpoint when resuming, else adapted to the training
         images and given its word vectors) and writes vocab.json and,
         last, config.json; returns the `BuiltRun`."""
+        cfg = self.config
         self._check_model_dir()
         replicas = self.strategy.num_replicas_in_sync
-        if self.config.train.batch_size % replicas:
-            raise InputError(
-                f"train.batch_size={self.config.train.batch_size} does not split evenly over {replicas} replicas"
-            )
+        if cfg.train.batch_size % replicas:
+            raise InputError(f"train.batch_size={cfg.train.batch_size} does not split evenly over {replicas} replicas")
         time_spent = TimeSpent(self.model_dir, self.resume, self.command)
         train_split, dev_split, test_split = self._load_data()
         vocabulary, vectors = self._vocabulary(train_split)
-        cfg = self.config  # as `_load_data` completed it
         keras.utils.set_random_seed(cfg.train.seed)
         with self.strategy.scope(), runtime.dtype_policy(cfg.runtime.mixed_precision):
-            model = self.spec.build_model(cfg.model, vocabulary, cfg.image_dim)
+            model = self.spec.build_model(cfg.model, vocabulary, self.image_features, self.parts)
             optimizer = make_optimizer(cfg.train, cfg.runtime.mixed_precision)
             optimizer.build(model.trainable_variables)
         self._check_phase_learning_rates(model)
@@ -235,7 +238,7 @@ class Trainer:
             self.model_dir.mkdir(parents=True, exist_ok=True)
             if not self.resume:
                 vocabulary.save(self.model_dir / "vocab.json")
-            write_json_atomically(self.model_dir / model_dirs.CONFIG_FILE, cfg.to_json() + "\n")
+            write_json_atomically(self.model_dir / CONFIG_FILE, RunConfig(cfg, self.image_features).to_json())
         return BuiltRun(train_split, dev_split, test_split, model, optimizer, state, validation_due, last, best,
                         CheckpointScorer(model), time_spent, train_data, steps_per_epoch)
 
@@ -316,7 +319,7 @@ class Trainer:
         if self.is_chief:
             log.info("exporting %s as a SavedModel into %s", best_checkpoint, path)
             with runtime.computing_in_float32(built.model):
-                export_saved_model(built.model, path, self.config.data.image_features, self.config.image_provenance)
+                export_saved_model(built.model, path)
         return path
 
     def _restore_best(self, built):
@@ -403,22 +406,24 @@ class Trainer:
 
     def _load_data(self):
         """The train, dev and test splits, read and checked before any
-        training; sets the config's `image_dim` from the training features
-        and, for a new run, its `image_provenance` from their folder."""
+        training; sets `image_features`, the run's `ImageFeatures`: for a
+        new run, those of the training features (their width, their
+        folder's provenance); for a resumed one, its config.json's, which
+        the training features must match."""
         cfg = self.config
         tc = cfg.train
         train_split, dev_split, test_split = splits.load_experiment_splits(
             cfg.data, tc.max_train_images, tc.validate_max_images
         )
         image_dim = train_split.images.shape[1]
-        if self.resume and cfg.image_dim != image_dim:
-            raise InputError(
-                f"{cfg.data.path}: train features have dimension {image_dim}, the model being resumed expects {cfg.image_dim}"
-            )
         if self.resume:  # on the features it started on
-            provenance.check_same(cfg.image_provenance, self.model_dir / "config.json", cfg.data.path)
-        recorded = cfg.image_provenance if self.resume else provenance.read(cfg.data.path)
-        self.config = dataclasses.replace(cfg, image_dim=image_dim, image_provenance=recorded)
+            self.image_features = load_run(self.model_dir).image_features
+            if self.image_features.width != image_dim:
+                raise InputError(f"{cfg.data.path}: train features have dimension {image_dim}, the model being "
+                                 f"resumed expects {self.image_features.width}")
+            provenance.check_same(self.image_features.provenance, self.model_dir / CONFIG_FILE, cfg.data.path)
+        else:
+            self.image_features = ImageFeatures(cfg.data.image_features, image_dim, provenance.read(cfg.data.path))
         for split in (train_split, dev_split, test_split):
             pipeline.check_captions(split, cfg.model.tokenizer, MAX_INPUT_TOKENS)
         pairs = len(train_split.images) if tc.sampling == "one_caption_per_image" else len(train_split.captions)

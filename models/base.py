@@ -11,6 +11,7 @@ import tensorflow as tf
 from keras import ops
 
 from common.errors import InputError
+from data.image_features import ImageFeatures
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,10 +56,11 @@ class RetrievalModel(keras.Model, metaclass=abc.ABCMeta):
 
     vectorizer: keras.layers.Layer
     word_embedding: keras.layers.Embedding | None = None
-    # F, the width of the image features the model reads: set when it is
-    # built (`models.registry.ModelSpec.build_model`), so whoever holds the
-    # model (the trainer, a scorer, the export) reads it here.
-    image_dim: int
+    # The image features the model reads (`data.image_features.ImageFeatures`:
+    # kind, width F, provenance): set when it is built
+    # (`models.registry.ModelSpec.build_model`), so whoever holds the model
+    # (the trainer, a scorer, the export) reads them here.
+    image_features: ImageFeatures
 
     @abc.abstractmethod
     def encode_text(self, token_ids, training=False):

@@ -1,10 +1,13 @@
 """The base classes of every model's config (`ModelConfig`,
 `VocabularyConfig`), without TensorFlow: a family's config class derives
-from one of them in its registering module (`models.registry`)."""
+from one of them in its registering module (`models.registry`); and the
+experiment's configuration that holds one (`ExperimentConfig`), declared
+here once."""
 
 import dataclasses
 
-from common.config import setting
+from common.config import RuntimeConfig, TrainConfig, setting
+from data.splits import DataConfig
 
 # The names of `data.tokenizer.TOKENIZERS`, whose module loads TensorFlow.
 TOKENIZER_NAMES = ("treebank", "alnum")
@@ -43,3 +46,28 @@ class VocabularyConfig(ModelConfig):
 
     vocab_min_count: int = setting(1, minimum=1)
     vocab_max_size: int | None = setting(None, minimum=1)
+
+
+@dataclasses.dataclass
+class ExperimentConfig:
+    """What an experiment is set to: a registered model and its four
+    sections of settings (`common.config`). Built by
+    `models.registry.ModelSpec.experiment` from a preset and `--set`
+    values, or read from a run's config.json
+    (`models.experiments.RunConfig`).
+
+    Attributes:
+      model_name: the registered model (`train.py --model`).
+      preset: the preset it started from.
+      model: the model's own config class (its paper's defaults).
+      train: how it is trained.
+      data: what it reads.
+      runtime: how the run uses the machine.
+    """
+
+    model_name: str
+    preset: str
+    model: ModelConfig
+    train: TrainConfig
+    data: DataConfig
+    runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)

@@ -52,15 +52,15 @@ The encodings of the ensemble are its members' encodings side by side;
 `similarity` of them is the combined score. They have no space of their
 own (`joint_space` False): they are for scoring a collection encoded once
 (`similarity`), not for comparing two captions. The run directory refers to
-its members' directories (their config.json and vocab.json rebuild the
-members); its checkpoint and its SavedModel hold every weight, so the
-SavedModel stands alone.
+its members' directories (their config.json and vocab.json, read once a
+process into `models.members.TrainedRun`s, rebuild the members through
+`models.composite`, the two-stage model's build path too); its checkpoint
+and its SavedModel hold every weight, so the SavedModel stands alone.
 
 The config class (`EnsembleConfig`) and the registration are in
 `models/ensemble_config.py`, which imports no TensorFlow (`models.registry`).
 """
 
-import dataclasses
 import itertools
 import math
 from pathlib import Path
@@ -72,12 +72,9 @@ import tensorflow as tf
 from common import metrics, progress
 from common.errors import InputError
 from common.records import portable_path
-from data.vocabulary import PAD, UNK, Vocabulary
-from models import registry
 from models.base import Fit, FittedModel
+from models.composite import build_parts, encoding_widths, restore_parts
 from models.ensemble_config import divides_one
-from models.members import feature_kinds, member_experiments
-from models.restore import restore_best_weights
 
 # The grid search refuses grids larger than this (many members, a fine step).
 MAX_GRID_POINTS = 20_000
@@ -85,52 +82,32 @@ BATCH = 256
 IMAGE_BLOCK = 128  # dev images scored at a time, against every dev caption
 
 
-@dataclasses.dataclass(frozen=True)
-class Member:
-    """A member run as the ensemble sees it: its directory, experiment
-    config and the columns of the ensemble's image input it reads."""
-
-    directory: str
-    experiment: object
-    columns: tuple[int, int]
-
-
-def vocabulary(config, train_captions, word_vectors=None):
-    """An ensemble has no vocabulary of its own (each member tokenises with
-    its own): <pad> and <unk> only."""
-    return Vocabulary([PAD, UNK])
-
-
 class Ensemble(FittedModel):
     """The trained members of `config.members` combined (see the module
-    docstring). Built from the members' configs and vocabularies, with
-    untrained weights; `fit_split` loads the members' best weights and
-    chooses the combination's statistics and weights on dev."""
+    docstring): their `models` (built by `models.composite.build_parts`,
+    with untrained weights) and `parts` (`models.composite.Part`s);
+    `fit_split` loads the members' best weights and chooses the
+    combination's statistics and weights on dev."""
 
     joint_space = False
 
-    def __init__(self, config, members, **kwargs):
+    def __init__(self, config, models, parts, **kwargs):
         super().__init__(**kwargs)
         self.config = config
-        self.member_runs = members
+        self.parts = parts
         # Raw captions go to every member, which tokenises them itself.
         self.vectorizer = keras.layers.Identity()
-        for index, member in enumerate(members):
-            experiment = member.experiment
+        for index, model in enumerate(models):
             # An attribute each (a list's layers would not be in the checkpoint).
-            setattr(self, f"member_{index}", registry.get(experiment.model_name).build_model(
-                experiment.model, Vocabulary.load(Path(member.directory) / "vocab.json"), experiment.image_dim))
-        count = len(members)
+            setattr(self, f"member_{index}", model)
+        count = len(models)
         self.center = self.add_weight(shape=(count,), initializer="zeros", trainable=False, name="center")
         self.scale = self.add_weight(shape=(count,), initializer="ones", trainable=False, name="scale")
         self.member_weights = self.add_weight(shape=(count,), initializer="ones", trainable=False, name="member_weights")
         if config.combination == "rank":
             self.score_quantiles = self.add_weight(shape=(count, config.quantiles), initializer="zeros",
                                                    trainable=False, name="score_quantiles")
-        encodings = [(m.encode_image(tf.zeros([1, m.image_dim])), m.encode_text(m.vectorizer(tf.constant(["a"]))))
-                     for m in self.members]
-        self.image_sizes = [int(image.shape[-1]) for image, _ in encodings]
-        self.text_sizes = [int(text.shape[-1]) for _, text in encodings]
+        self.image_sizes, self.text_sizes = (list(sizes) for sizes in zip(*map(encoding_widths, models)))
 
     def _trackable_children(self, save_type="checkpoint", **kwargs):
         """The member weights are saved under `mix`, their name before the
@@ -142,7 +119,7 @@ class Ensemble(FittedModel):
     @property
     def members(self):
         """The member models, in the order of `config.members`."""
-        return [getattr(self, f"member_{index}") for index in range(len(self.member_runs))]
+        return [getattr(self, f"member_{index}") for index in range(len(self.parts))]
 
     def encode_text(self, texts, training=False):
         """tf.string [B] raw captions -> every member's encoding, side by side."""
@@ -151,13 +128,13 @@ class Ensemble(FittedModel):
     def encode_image(self, image_features, training=False):
         """[B, F] (every kind of features the members read, side by side) ->
         every member's encoding of its own columns, side by side."""
-        return tf.concat([m.encode_image(image_features[:, run.columns[0] : run.columns[1]])
-                          for m, run in zip(self.members, self.member_runs)], axis=-1)
+        return tf.concat([m.encode_image(image_features[:, slice(*part.columns)])
+                          for m, part in zip(self.members, self.parts)], axis=-1)
 
     def run_encoding_columns(self, directory):
         """A member's columns of the ensemble's encodings (the members' side by side, in order)."""
-        for index, run in enumerate(self.member_runs):
-            if Path(run.directory).resolve() == Path(directory).resolve():
+        for index, part in enumerate(self.parts):
+            if Path(part.run.directory).resolve() == Path(directory).resolve():
                 return tuple((sum(sizes[:index]), sum(sizes[: index + 1])) for sizes in (self.image_sizes, self.text_sizes))
         return None
 
@@ -194,14 +171,13 @@ class Ensemble(FittedModel):
         fits the combination's statistics and (unless fixed) weights on
         `dev_split`; the training split is not used. Returns a `Fit` with
         the fitted ensemble's dev scores."""
-        for member, run in zip(self.members, self.member_runs):
-            restore_best_weights(member, run.directory)
+        restore_parts(self.members, self.parts)
         images, texts = self._encode(dev_split)
         blocks = [self.member_similarities(images[a : a + IMAGE_BLOCK], texts)
                   for a in range(0, len(images), IMAGE_BLOCK)]
         member_scores = [np.concatenate([block[m].numpy() for block in blocks]) for m in range(len(blocks[0]))]
-        for index, (run, scores) in enumerate(zip(self.member_runs, member_scores)):
-            self._fit_statistics(index, run.directory, scores)
+        for index, (part, scores) in enumerate(zip(self.parts, member_scores)):
+            self._fit_statistics(index, part.run.directory, scores)
         comparable = [self.comparable_scores(m, tf.constant(s)).numpy() for m, s in enumerate(member_scores)]
         own = [round(metrics.recall_sum(s, dev_split.caption_image), 2) for s in comparable]
         if self.config.weights:
@@ -290,23 +266,9 @@ def choose_weights(comparable, caption_image, step):
     return grid[best], len(grid)
 
 
-def build(config, vocabulary, image_dim):
-    """The ensemble of `config.members` (see `Ensemble`); `image_dim` must
-    be the sum of the dimensions of the kinds of features they read."""
-    experiments = member_experiments(config)
-    kinds = feature_kinds(experiments)
-    if sum(kinds.values()) != image_dim:
-        raise InputError(
-            f"model.members read image features {' + '.join(f'{k} ({d})' for k, d in kinds.items())} = "
-            f"{sum(kinds.values())} columns; the ensemble's features have {image_dim}"
-        )
-    return Ensemble(config, member_columns(config.members, experiments, kinds))
-
-
-def member_columns(directories, experiments, kinds):
-    """The `Member`s of runs reading `kinds` ({name: dimension}) side by
-    side, in that order: each with the columns of its own kind."""
-    starts = dict(zip(kinds, itertools.accumulate([0, *kinds.values()])))
-    return [Member(directory, experiment,
-                   (starts[experiment.data.image_features], starts[experiment.data.image_features] + experiment.image_dim))
-            for directory, experiment in zip(directories, experiments)]
+def build(config, members, image_dim):
+    """The ensemble of its `members` (`models.members.TrainedRun`s, as
+    `models.members.ensemble_members` read them from `config.members`);
+    `image_dim` must be the sum of the dimensions of the kinds of features
+    they read."""
+    return Ensemble(config, *build_parts(members, image_dim))

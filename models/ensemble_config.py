@@ -5,8 +5,8 @@ checked before TensorFlow loads (`models.registry`)."""
 import dataclasses
 import math
 
-from common.config import TrainConfig, setting
-from models import registry
+from common.config import setting
+from models import members, registry
 from models.base_config import ModelConfig
 
 COMBINATIONS = ("zscore", "rank", "sum")
@@ -43,18 +43,7 @@ def divides_one(step):
     return math.isclose(round(1 / step) * step, 1.0, rel_tol=1e-9)
 
 
-# Nothing is trained: the trainer validates the fitted ensemble once.
-TRAINING = TrainConfig()
-
 registry.register(
-    registry.ModelSpec(
-        name="ensemble",
-        config_class=EnsembleConfig,
-        build=registry.deferred("models.ensemble:build"),
-        train=TRAINING,
-        vocabulary=registry.deferred("models.ensemble:vocabulary"),
-        prepare=registry.deferred("models.members:prepare_ensemble"),
-        # Nothing to size down: its cost is its members'.
-        presets={"quick": {}},
-    )
+    members.composite_spec("ensemble", EnsembleConfig, registry.deferred("models.ensemble:build"),
+                           parts=members.ensemble_members, prepare=members.prepare_ensemble)
 )

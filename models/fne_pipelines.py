@@ -175,7 +175,7 @@ TRAINING = TrainConfig(
 
 # `--image-features fne`: the per-layer features that `python -m
 # data.extract_features --stages` writes, through the Full-Network Embedding.
-FNE_FEATURES = {"model.image_input": "fne", "data.image_features": registry.FEATURE_NAMES["fne"]}
+FNE_FEATURES = {"model.image_input": "fne", "data.image_features": "fne"}
 
 for _name in ("sh", "mh", "soe", "moe", "ph", "poe"):
     registry.register(

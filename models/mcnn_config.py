@@ -9,9 +9,8 @@ import typing
 
 from common.config import TrainConfig, setting
 from common.errors import InputError
-from models import ensemble_config, registry
+from models import ensemble_config, members, registry
 from models.base_config import VocabularyConfig
-from models.experiments import load_experiment
 
 # Where the image enters (Table 1): the 1-based convolution, or after the
 # three convolutions, into the MLP (st).
@@ -82,7 +81,7 @@ class MCNNConfig(VocabularyConfig):
     word_vectors: str | None = "word2vec"
 
     # Runs written when the ensemble was an m-CNN variant ("ens") have
-    # `members`, empty for the four single models (see `experiment_from_json`).
+    # `members`, empty for the four single models (see `models.experiments.RunConfig`).
     RETIRED: typing.ClassVar[dict] = {"members": []}
 
     def __post_init__(self):
@@ -105,24 +104,27 @@ def stage_lengths(max_length, window=3, pool=2):
     return lengths[1:]
 
 
-def prepare_ensemble(config):
-    """m-CNN_ENS's members are one trained m-CNN of each variant, in the
-    order of `VARIANTS`; then the ensemble's own checks
-    (`models.members.prepare_ensemble`)."""
-    if len(config.model.members) != len(VARIANTS):
+def ensemble_members(config):
+    """m-CNN_ENS's members, read and checked by the ensemble's own checks
+    (`models.members.ensemble_members`) and, first, as one trained m-CNN
+    of each variant, in the order of `VARIANTS`."""
+    if len(config.members) != len(VARIANTS):
         raise InputError(
             f"model.members: m-CNN_ENS needs the model directories of its {len(VARIANTS)} members "
             f"({', '.join(VARIANTS)}, in this order), e.g. --set model.members=runs/mcnn-wd,runs/mcnn-phs,"
-            f"runs/mcnn-phl,runs/mcnn-st; got {list(config.model.members)}"
+            f"runs/mcnn-phl,runs/mcnn-st; got {list(config.members)}"
         )
-    for variant, directory in zip(VARIANTS, config.model.members):
-        experiment = load_experiment(directory)
+    variants = iter(VARIANTS)  # the members are checked in order, once each
+
+    def of_its_variant(directory, experiment):
+        variant = next(variants)
         if not isinstance(experiment.model, MCNNConfig) or experiment.model.variant != variant:
             raise InputError(
                 f"{directory}/config.json: a {experiment.model_name!r} run; the ensemble's {variant} member "
                 f"(model.members) must be a directory trained with --model mcnn-{variant}"
             )
-    return registry.deferred("models.members:prepare_ensemble")(config)
+
+    return members.ensemble_members(config, of_its_variant)
 
 
 # Not given in the paper: each member's best of {0.03, 0.1, 0.3, 1.0} by dev
@@ -194,13 +196,9 @@ for _variant in VARIANTS:
 # Sec. 4.3: "summing the matching scores generated from these m-CNNs".
 SUM_OF_SCORES = {"model.combination": "sum", "model.weights": [1.0] * len(VARIANTS)}
 registry.register(
-    registry.ModelSpec(
-        name="mcnn-ens",
-        config_class=ensemble_config.EnsembleConfig,
-        build=registry.deferred("models.ensemble:build"),
-        train=ensemble_config.TRAINING,
-        vocabulary=registry.deferred("models.ensemble:vocabulary"),
-        prepare=prepare_ensemble,
+    members.composite_spec(
+        "mcnn-ens", ensemble_config.EnsembleConfig, registry.deferred("models.ensemble:build"),
+        parts=ensemble_members, prepare=members.prepare_ensemble,
         # Quick: validated on the first 200 dev images, as its members.
         presets={"paper": SUM_OF_SCORES, "quick": {**SUM_OF_SCORES, "train.validate_max_images": 200}},
     )

@@ -18,9 +18,11 @@ import importlib
 import json
 from typing import Any, Callable
 
-from common.config import ExperimentConfig, TrainConfig, apply_overrides
+from common.config import TrainConfig, apply_overrides
 from common.errors import InputError
+from data.image_features import kind_name
 from data.splits import DataConfig
+from models.base_config import ExperimentConfig
 
 # Each family's registering module and the `--model` names it registers (a
 # test checks that importing them registers exactly these, and loads no
@@ -36,14 +38,6 @@ FAMILIES = {
     "models.fisher_vectors": ("fv-mean", "fv-gmm", "fv-lmm", "fv-hglmm", "fv-gmm-hglmm"),
 }
 _FAMILY_OF = {name: module for module, names in FAMILIES.items() for name in names}
-
-# The kinds of image features a user names (`train.py` and `evaluate.py
-# --image-features`) and the feature name each reads from a data folder
-# (`DataConfig.image_features`, `{split}_<name>.npy`): `fc`, one CNN layer's
-# features; `fne`, every layer's, the raw material of a Full-Network
-# Embedding. Recorded runs and exports name the files, so these stay.
-FEATURE_NAMES = {"fc": "ims", "fne": "stages"}
-
 
 def deferred(reference):
     """The function `reference` ("package.module:name") names, imported when
@@ -81,7 +75,9 @@ class ModelSpec:
         are its paper's.
       build: `build(config, vocabulary, image_dim) -> RetrievalModel`,
         where `vocabulary` is a `data.vocabulary.Vocabulary` and
-        `image_dim` the image feature size.
+        `image_dim` the width of the image features (`build_model` gives
+        the built model their whole record); for a model made of trained
+        runs (`parts` set), `build(config, parts, image_dim)`.
       vocabulary: `vocabulary(config, train_captions, word_vectors) ->
         Vocabulary`, the model's vocabulary from the training captions (and
         the word vectors, None unless `config.word_vectors` is set);
@@ -92,14 +88,21 @@ class ModelSpec:
         of the config classes' defaults; "paper" is always available, and
         empty unless given (when one config class serves several variants,
         as the Vilalta et al. pipelines).
-      image_features: named kinds of image features the model can read
-        besides "fc" (one CNN layer's features, `{split}_ims.npy`), each
-        the overrides (`{"section.field": value}`) that make the data and
-        the model read it, e.g. the Full-Network Embedding's per-layer
-        features (`train.py --image-features NAME`).
-      prepare: `prepare(config) -> config`, run on a new run's experiment
-        config before any data is read: completes it from what it refers
-        to and checks that (an ensemble: its members' runs), or None.
+      image_features: the kinds of image features (`data.image_features`)
+        the model can read besides "fc" (one CNN layer's features), each
+        with the overrides (`{"section.field": value}`) that make the data
+        and the model read it, e.g. "fne", the per-layer features of a
+        Full-Network Embedding (`train.py --image-features KIND`).
+      parts: for a model made of trained runs (an ensemble's members, a
+        two-stage model's stages): `parts(config) ->
+        tuple[models.members.TrainedRun, ...]`, those runs read from the
+        directories its model `config` names and checked (before
+        TensorFlow loads); `build` and `prepare` take them, so that a
+        process reads them once. None for a model with weights of its own.
+      prepare: `prepare(config, parts) -> config`, run on a new run's
+        experiment config before any data is read: completes it from its
+        `parts` and checks it against them (an ensemble: its image
+        features, its dev split), or None.
     """
 
     name: str
@@ -110,6 +113,7 @@ class ModelSpec:
     presets: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     vocabulary: Callable[..., Any] = default_vocabulary
     image_features: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    parts: Callable[..., Any] | None = None
     prepare: Callable[..., Any] | None = None
 
     def experiment(self, preset="paper", overrides=(), image_features="fc"):
@@ -121,6 +125,7 @@ class ModelSpec:
                 f"--preset {preset!r}: model {self.name!r} has presets {', '.join(presets)}"
             )
         features = {"fc": {}, **self.image_features}
+        image_features = kind_name(image_features)
         if image_features not in features:
             raise InputError(
                 f"--image-features {image_features!r}: model {self.name!r} reads {', '.join(features)}"
@@ -135,19 +140,25 @@ class ModelSpec:
         settings = {**presets[preset], **features[image_features]}
         return apply_overrides(config, [*(f"{k}={json.dumps(v)}" for k, v in settings.items()), *overrides])
 
-    def build_model(self, model_config, vocabulary, image_dim):
+    def build_model(self, model_config, vocabulary, image_features, parts=None):
         """The model with its weights created (by encoding a dummy pair),
-        reading `image_dim`-wide image features (its `image_dim`);
-        `vocabulary` is a `Vocabulary` or a plain token list."""
+        reading `image_features` (a `data.image_features.ImageFeatures`,
+        which the model carries from then on, as its `image_features`);
+        `vocabulary` is a `Vocabulary` or a plain token list. A model made
+        of trained runs is built from `parts`, the runs its `parts` hook
+        read (read here when not given; its vocabulary is not used)."""
         import tensorflow as tf
 
         from data.vocabulary import Vocabulary
 
-        if not isinstance(vocabulary, Vocabulary):
-            vocabulary = Vocabulary(vocabulary)
-        model = self.build(model_config, vocabulary, image_dim)
-        model.image_dim = image_dim
-        model.encode_image(tf.zeros([1, image_dim]))
+        if self.parts:
+            model = self.build(model_config, self.parts(model_config) if parts is None else parts, image_features.width)
+        else:
+            if not isinstance(vocabulary, Vocabulary):
+                vocabulary = Vocabulary(vocabulary)
+            model = self.build(model_config, vocabulary, image_features.width)
+        model.image_features = image_features
+        model.encode_image(tf.zeros([1, image_features.width]))
         model.encode_text(model.vectorizer(tf.constant(["a"])))
         return model
 

@@ -50,8 +50,6 @@ The config class (`RerankConfig`) and the registration are in
 `models/rerank_config.py`, which imports no TensorFlow (`models.registry`).
 """
 
-from pathlib import Path
-
 import keras
 import numpy as np
 import tensorflow as tf
@@ -59,54 +57,41 @@ import tensorflow as tf
 from common import metrics, reranking
 from common.errors import InputError
 from common.records import portable_path
-from data.vocabulary import Vocabulary
-from models import ensemble, registry
 from models.base import Fit, FittedModel, Stage
-from models.members import feature_kinds, stage_experiments
-from models.restore import restore_best_weights
+from models.composite import build_parts, encoding_widths, restore_parts
 
 # Dev images scored at a time, against every dev caption, by either stage in the fit.
 IMAGE_BLOCK = 128
 
 
-def vocabulary(config, train_captions, word_vectors=None):
-    """No vocabulary of its own (each stage tokenises with its own)."""
-    return ensemble.vocabulary(config, train_captions, word_vectors)
-
-
 class Rerank(FittedModel):
     """A first stage proposing and a second stage re-ranking (the module
-    docstring). Built from the stages' configs and vocabularies, with
-    untrained weights; `fit_split` loads their best weights and chooses
-    `k` on dev."""
+    docstring): their `models` (built by `models.composite.build_parts`,
+    with untrained weights) and `parts` (`models.composite.Part`s);
+    `fit_split` loads their best weights and chooses `k` on dev."""
 
     joint_space = False
 
-    def __init__(self, config, stages, **kwargs):
+    def __init__(self, config, models, parts, **kwargs):
         super().__init__(**kwargs)
         self.config = config
-        self.stage_runs = stages
+        self.parts = parts
         # Raw captions go to both stages, which tokenise them themselves.
         self.vectorizer = keras.layers.Identity()
-        self.first_stage, self.second_stage = (
-            registry.get(run.experiment.model_name).build_model(
-                run.experiment.model, Vocabulary.load(Path(run.directory) / "vocab.json"), run.experiment.image_dim)
-            for run in stages)
+        self.first_stage, self.second_stage = models
+        first = parts[0].run
         if not self.first_stage.joint_space:
             raise InputError(
-                f"{stages[0].directory}/config.json: a {stages[0].experiment.model_name!r} run cannot be the first "
+                f"{first.directory}/config.json: a {first.experiment.model_name!r} run cannot be the first "
                 "stage: its image and caption encodings meet in no space of their own (joint_space is false); "
                 "take a joint-space run (gru, rcn, an FNE pipeline, w2vv, fv-*)")
         # The k chosen on dev (0 until fitted); `config.k`, when set, wins.
         self.list_length = self.add_weight(shape=(), dtype="int32", initializer="zeros", trainable=False,
                                            name="list_length")
-        image_sizes, text_sizes = [], []
-        for stage, run in zip(self._stages, stages):
-            image_sizes.append(int(stage.encode_image(tf.zeros([1, run.experiment.image_dim])).shape[-1]))
-            text_sizes.append(int(stage.encode_text(stage.vectorizer(tf.constant(["a"]))).shape[-1]))
+        image_sizes, text_sizes = zip(*map(encoding_widths, models))
         # Each stage's (image, text) columns of the model's encodings (the module docstring), and the stages that
         # encode (indices into _stages).
-        shared = self.second_stage.run_encoding_columns(stages[0].directory)
+        shared = self.second_stage.run_encoding_columns(first.directory)
         self.shares_encodings = shared is not None
         if self.shares_encodings:
             self.encoding_columns = (shared, ((0, image_sizes[1]), (0, text_sizes[1])))
@@ -128,7 +113,7 @@ class Rerank(FittedModel):
     def encode_image(self, image_features, training=False):
         """[B, F] (the features both stages read, side by side) -> the
         encoding stages' encodings of their own columns, side by side."""
-        return tf.concat([self._stages[i].encode_image(image_features[:, slice(*self.stage_runs[i].columns)])
+        return tf.concat([self._stages[i].encode_image(image_features[:, slice(*self.parts[i].columns)])
                           for i in self.encoding_stages], axis=-1)
 
     @property
@@ -136,7 +121,7 @@ class Rerank(FittedModel):
         return self.first_stage, self.second_stage
 
     def stages(self):
-        return tuple(Stage(stage, tuple(run.columns)) for stage, run in zip(self._stages, self.stage_runs))
+        return tuple(Stage(stage, part.columns) for stage, part in zip(self._stages, self.parts))
 
     def stage_encodings(self, image_encodings, text_encodings):
         return tuple((image_encodings[:, slice(*image)], text_encodings[:, slice(*text)])
@@ -148,14 +133,13 @@ class Rerank(FittedModel):
                        tf.float32)
 
     def fit_split(self, train_split, dev_split, writer, seed):
-        """Loads both stages' best weights from their run directories,
+        """Loads both stages' best weights (their records' checkpoints),
         then chooses `k` on `dev_split` unless `config.k` is set; the
         training split is not used. Scores every dev pair by both stages
         (the full re-ranking is the reference of the choice). Its `Fit`
         holds no dev scores: a two-stage ranking is not one matrix, and the
         trainer's validation scores only the second stage's listed pairs."""
-        for stage, run in zip(self._stages, self.stage_runs):
-            restore_best_weights(stage, run.directory)
+        restore_parts(self._stages, self.parts)
         images = self.encode_image(tf.constant(dev_split.images))
         texts = tf.concat([self.encode_text(tf.constant(np.asarray(dev_split.captions[a : a + 256], dtype=object)))
                            for a in range(0, len(dev_split.captions), 256)], axis=0)
@@ -191,24 +175,20 @@ class Rerank(FittedModel):
         """`InputError` unless the first stage's own encodings of dev
         images and captions (a sample of each) are the second stage's
         columns that stand for them."""
-        first, run = self.first_stage, self.stage_runs[0]
-        own = (first.encode_image(tf.constant(dev_split.images[:sample, slice(*run.columns)])),
+        first, part = self.first_stage, self.parts[0]
+        own = (first.encode_image(tf.constant(dev_split.images[:sample, slice(*part.columns)])),
                first.encode_text(first.vectorizer(tf.constant(np.asarray(dev_split.captions[:sample], dtype=object)))))
         for mine, theirs in zip(own, (images[:sample], texts[:sample])):
             mine, theirs = np.asarray(mine, np.float32), np.asarray(theirs, np.float32)
             if not np.abs(mine - theirs).max() <= 1e-4 * max(np.abs(mine).max(), 1e-6):
-                raise InputError(f"model.members: {self.config.members[1]} holds {run.directory} with other weights "
-                                 f"than {run.directory}'s best checkpoint (trained again since?); fit "
+                raise InputError(f"model.members: {self.config.members[1]} holds {part.run.directory} with other "
+                                 f"weights than {part.run.directory}'s best checkpoint (trained again since?); fit "
                                  f"{self.config.members[1]} again, or take a first stage it does not hold")
 
 
-def build(config, vocabulary, image_dim):
-    """The two-stage model of `config.members` (see `Rerank`); `image_dim`
-    must be the sum of the dimensions of the kinds of features they read."""
-    experiments = stage_experiments(config)
-    kinds = feature_kinds(experiments)
-    if sum(kinds.values()) != image_dim:
-        raise InputError(
-            f"model.members read image features {' + '.join(f'{k} ({d})' for k, d in kinds.items())} = "
-            f"{sum(kinds.values())} columns; the run's features have {image_dim}")
-    return Rerank(config, ensemble.member_columns(config.members, experiments, kinds))
+def build(config, stages, image_dim):
+    """The two-stage model of its `stages` (`models.members.TrainedRun`s,
+    as `models.members.rerank_stages` read them from `config.members`);
+    `image_dim` must be the sum of the dimensions of the kinds of features
+    they read."""
+    return Rerank(config, *build_parts(stages, image_dim))

@@ -4,8 +4,8 @@ checked before TensorFlow loads (`models.registry`)."""
 
 import dataclasses
 
-from common.config import TrainConfig, setting
-from models import registry
+from common.config import setting
+from models import members, registry
 from models.base_config import ModelConfig
 
 
@@ -30,14 +30,6 @@ class RerankConfig(ModelConfig):
 
 
 registry.register(
-    registry.ModelSpec(
-        name="rerank",
-        config_class=RerankConfig,
-        build=registry.deferred("models.rerank:build"),
-        # Nothing is trained: the trainer validates the fitted model once.
-        train=TrainConfig(),
-        vocabulary=registry.deferred("models.rerank:vocabulary"),
-        prepare=registry.deferred("models.members:prepare_rerank"),
-        presets={"quick": {}},
-    )
+    members.composite_spec("rerank", RerankConfig, registry.deferred("models.rerank:build"),
+                           parts=members.rerank_stages, prepare=members.prepare_rerank)
 )

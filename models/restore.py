@@ -9,7 +9,7 @@ import tensorflow as tf
 from common.errors import InputError, error_reason
 from data.vocabulary import Vocabulary
 from models import registry
-from models.experiments import BEST_DIR, load_experiment
+from models.experiments import BEST_DIR, load_run
 
 
 def restore_model(model_dir, overrides=()):
@@ -21,15 +21,16 @@ def restore_model(model_dir, overrides=()):
         its weights valid (e.g. the similarity used for retrieval).
 
     Returns:
-      (ExperimentConfig, RetrievalModel).
+      (RunConfig, RetrievalModel): the run's config.json and its model
+      (which carries the run's `image_features`).
     """
     model_dir = Path(model_dir)
-    config = load_experiment(model_dir, overrides)
+    run = load_run(model_dir, overrides)
     vocabulary = Vocabulary.load(model_dir / "vocab.json")
-    spec = registry.get(config.model_name)
-    model = spec.build_model(config.model, vocabulary, config.image_dim)
+    spec = registry.get(run.experiment.model_name)
+    model = spec.build_model(run.experiment.model, vocabulary, run.image_features)
     restore_best_weights(model, model_dir, overrides)
-    return config, model
+    return run, model
 
 
 def restore_best_weights(model, model_dir, overrides=()):
@@ -40,11 +41,18 @@ def restore_best_weights(model, model_dir, overrides=()):
     best = tf.train.latest_checkpoint(str(model_dir / BEST_DIR))
     if best is None:
         raise InputError(f"{model_dir / BEST_DIR}: no checkpoint; has this model been validated once?")
+    restore_weights(model, best, model_dir / "config.json", overrides)
+
+
+def restore_weights(model, checkpoint, config_file, overrides=()):
+    """Loads the weights of `checkpoint` into `model`, built from
+    `config_file` (with `overrides`): every weight of the model must come
+    from the checkpoint, else an `InputError` names it."""
     try:
         # Strict: every weight of the model must come from the checkpoint
         # (a setting that changes the weights, such as another layer size,
         # must not leave some of them at their initial values).
-        status = restore_checkpoint(tf.train.Checkpoint(model=model), best,
+        status = restore_checkpoint(tf.train.Checkpoint(model=model), checkpoint,
                                     "the model's best weights are lost: train it again")
         status.expect_partial()  # silences the warning about the checkpoint's own save counter
         status.assert_existing_objects_matched()
@@ -53,7 +61,7 @@ def restore_best_weights(model, model_dir, overrides=()):
         # log warnings about its unrestored values when it is collected.
         tf.get_logger().setLevel("ERROR")
         reason = str(error).strip().splitlines()[-1][:300]
-        raise InputError(f"{best}: the checkpoint does not fit the model configured in {model_dir / 'config.json'}"
+        raise InputError(f"{checkpoint}: the checkpoint does not fit the model configured in {config_file}"
                          f"{' with ' + ' '.join(overrides) if overrides else ''} ({reason})") from None
 
 

@@ -23,7 +23,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from data.image_features import ImageFeatures
 from engine import runtime
+from models.experiments import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 EMBEDDED_DATA = REPO / "data" / "f8k_precomp"
@@ -45,6 +47,27 @@ def run_timing_imports(argv):
     lines = done.stderr.splitlines()
     imported = {line.rsplit("|", 1)[1].strip() for line in lines if line.startswith("import time:")}
     return done.returncode, [line for line in lines if not line.startswith("import time:")], imported
+
+
+def count_reads(monkeypatch, directories):
+    """A `collections.Counter` that counts, from now on, the reads of each
+    file of `directories` (each of their files read through
+    `pathlib.Path.read_text`, as `common.files.read_text` reads config.json
+    and vocab.json), keyed by "<directory name>/<file name>"."""
+    import collections
+
+    folders = {Path(directory).resolve(): Path(directory).name for directory in directories}
+    reads = collections.Counter()
+    read_text = Path.read_text
+
+    def counted(path, *args, **kwargs):
+        resolved = Path(path).resolve()
+        if resolved.parent in folders:
+            reads[f"{folders[resolved.parent]}/{resolved.name}"] += 1
+        return read_text(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    return reads
 
 
 def evaluated_metrics(path):
@@ -243,3 +266,9 @@ def check_mixed_precision(layer_cls, init_kwargs, inputs, weights, float32_outpu
         assert np.all(np.isfinite(got)), f"{policy}: NaN/inf in output {k}"
         np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance * max(1.0, np.max(np.abs(want), initial=0)),
                                    err_msg=f"{policy}: output {k} far from float32")
+
+
+def run_config_json(experiment, width=1280):
+    """The config.json train.py writes for a run of the `ExperimentConfig`
+    `experiment` on `width`-wide features of its kind."""
+    return RunConfig(experiment, ImageFeatures(experiment.data.image_features, width)).to_json()

@@ -11,7 +11,7 @@ import pytest
 
 import evaluate
 from models import registry
-from tests.helpers import EMBEDDED_DATA, evaluated_metrics, run_timing_imports
+from tests.helpers import EMBEDDED_DATA, evaluated_metrics, run_config_json, run_timing_imports
 
 
 @pytest.mark.parametrize("argv, error", [
@@ -32,7 +32,7 @@ def test_a_missing_model_or_folder_is_refused_before_tensorflow_loads(argv, erro
     ("train.epochs=2", "error: --set ['train.epochs=2']: only model.KEY=VALUE settings apply to a trained model"),
 ], ids=["choice", "key", "section"])
 def test_a_set_mistake_is_refused_before_tensorflow_loads(setting, error, tmp_path):
-    (tmp_path / "config.json").write_text(registry.get("gru").experiment("paper").to_json())
+    (tmp_path / "config.json").write_text(run_config_json(registry.get("gru").experiment("paper")))
     status, messages, imported = run_timing_imports(["evaluate.py", "--model-dir", tmp_path, "--set", setting])
     assert status == 2 and len(messages) == 1 and messages[0].startswith(error)
     assert "common.errors" in imported and "tensorflow" not in imported
@@ -90,7 +90,7 @@ def test_image_features_by_their_old_file_name_still_evaluate_with_a_deprecation
     assert evaluate.main(["--model-dir", str(trained), "--image-features", "ims"]) == 0
     assert "rsum" in capsys.readouterr().out
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
-        "--image-features ims is deprecated: write --image-features fc"]
+        "--image-features ims is the old name of fc: write --image-features fc"]
     assert evaluate.main(["--model-dir", str(trained), "--image-features", "fne"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith("test_stages.npy: image features have dimension 3120, the model expects 1280"), err

@@ -90,6 +90,10 @@ FAMILY_NAME = re.compile(
     r"(?i:rcn|capsule|w2vv|mcnn|fisher|fv_|vse|fne|order_violation)"
 )
 SHARED_FLOORS = ("engine", "search", "common", "data")
+# The kinds of image features a user names (`--image-features fc|fne`) are
+# declared once, in the data floor: `fne`, the Full-Network Embedding's
+# per-layer features, which any model may read, is spelled there alone.
+DECLARED_KINDS = {'data/image_features.py: "fne"'}
 
 
 def docstring_spans(tree):
@@ -132,6 +136,9 @@ def test_shared_floors_do_not_name_a_family_outside_docstrings_and_comments():
     files = [p for floor in SHARED_FLOORS for p in sorted((REPO / floor).rglob("*.py"))]
     files += [REPO / "train.py", REPO / "evaluate.py"]
     hits = [f"{path.relative_to(REPO)}:{line}: {text}" for path in files for line, text in family_names_in_code(path)]
+    declared = [hit for hit in hits if hit.split(":")[0] + ": " + hit.split(": ", 1)[1] in DECLARED_KINDS]
+    assert len(declared) == 1, declared  # the one declaration, on one line
+    hits = [hit for hit in hits if hit not in declared]
     assert not hits, "model-family names in the shared floors:\n" + "\n".join(hits)
 
 

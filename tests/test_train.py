@@ -17,7 +17,7 @@ import train
 from common.errors import InputError
 from models import registry
 from tests.conftest import TINY
-from tests.helpers import EMBEDDED_DATA, REPO, run_timing_imports
+from tests.helpers import EMBEDDED_DATA, REPO, run_config_json, run_timing_imports
 
 
 def test_training_writes_config_vocab_checkpoints_logs_results_and_export(trained):
@@ -25,7 +25,7 @@ def test_training_writes_config_vocab_checkpoints_logs_results_and_export(traine
                  "saved_model/saved_model.pb"):
         assert (trained / name).exists(), name
     config = json.loads((trained / "config.json").read_text())
-    assert config["model_name"] == "gru" and config["train"]["epochs"] == 2 and config["image_dim"] == 1280
+    assert config["model_name"] == "gru" and config["train"]["epochs"] == 2 and config["image_features"]["width"] == 1280
     # How the run used the machine, in its own section: without --strategy the config's "auto", recorded as
     # what it stood for here (mirrored over several GPUs, else the default strategy).
     import tensorflow as tf
@@ -121,7 +121,7 @@ def fresh_process_outputs(request, tmp_path_factory):
     runs = {}
     for run in EXPORTED_RUNS:
         model_dir = request.getfixturevalue(run)
-        image_dim = json.loads((model_dir / "config.json").read_text())["image_dim"]
+        image_dim = json.loads((model_dir / "config.json").read_text())["image_features"]["width"]
         features = np.random.default_rng(0).uniform(0, 2, size=(3, image_dim)).astype(np.float32)
         np.save(folder / f"{run}.npy", features)
         runs[run] = (str(model_dir / "saved_model"), str(folder / f"{run}.npy"))
@@ -155,7 +155,7 @@ def test_saved_model_matches_keras_model_in_a_fresh_process(run, request, fresh_
     np.testing.assert_allclose(out["image"], image, atol=1e-5)
     np.testing.assert_allclose(out["score"], model.similarity(image, text), atol=1e-5)
     # The image signatures where the run's features record a backbone (the embedded ones do).
-    images = ["encode_image_bytes", "score_images"] if config.image_provenance else []
+    images = ["encode_image_bytes", "score_images"] if model.image_features.provenance else []
     assert out["signatures"] == sorted(["encode_image", "encode_text", "score", "similarity", "serving_default", *images])
 
 
@@ -236,7 +236,7 @@ def test_bad_arguments_give_one_line_errors(argv, message, capsys, tmp_path):
     (["--model", "w2vv", "--set", "model.scales=bow,bow"], "error: model config: scales must be distinct values of "),
     (["--model", "fv-gmm", "--preset", "quick", "--set", "model.tokenizer=nltk"],
      "error: model.tokenizer must be one of treebank, alnum; got 'nltk'"),
-    (["--model", "ph", "--image-features", "stages"], "error: --image-features 'stages': model 'ph' reads fc, fne"),
+    (["--model", "gru", "--image-features", "stages"], "error: --image-features 'fne': model 'gru' reads fc"),
     (["--model", "ensemble", "--set", "model.combination=mean"],
      "error: model.combination must be one of zscore, rank, sum; got 'mean'"),
     (["--model", "rerank", "--set", "model.k=0"], "error: model.k must be >= 1; got 0"),
@@ -246,7 +246,8 @@ def test_bad_arguments_give_one_line_errors(argv, message, capsys, tmp_path):
      "trained with --model mcnn-wd"),
     (["--model", "ensemble", "--set", "model.members={tmp}/no-run,{run}"],
      "error: {tmp}/no-run/config.json: no config.json"),
-    (["--model", "rerank", "--set", "model.members={run},{tmp}/no-run"], "error: {run}/vocab.json: file not found"),
+    # The second stage is read first (a first stage it holds is then not read again: models.members.rerank_stages).
+    (["--model", "rerank", "--set", "model.members={tmp}/no-run,{run}"], "error: {run}/vocab.json: file not found"),
     (["--model", "gru", "--model-dir", "{run}"], "error: --model-dir {run} already holds a training run of these "
      "settings; continue it with `python train.py --model-dir {run} --resume`"),
 ], ids=["model", "set", "resume", "data", "strategy", "preset", "key", "type", "range", "choice", "config check",
@@ -255,7 +256,7 @@ def test_bad_arguments_give_one_line_errors(argv, message, capsys, tmp_path):
 def test_a_typo_is_refused_before_tensorflow_loads(argv, error, tmp_path):
     run = tmp_path / "run"  # a run of `gru` as far as its config.json tells
     run.mkdir()
-    (run / "config.json").write_text(registry.get("gru").experiment("paper").to_json())
+    (run / "config.json").write_text(run_config_json(registry.get("gru").experiment("paper")))
     argv, error = [arg.format(tmp=tmp_path, run=run) for arg in argv], error.format(tmp=tmp_path, run=run)
     # The modules the command imported: not TensorFlow, which takes seconds to load.
     status, messages, imported = run_timing_imports(["train.py", *argv])
@@ -284,7 +285,7 @@ def test_the_paper_presets_advice_starts_a_quick_run_as_written(tmp_path, monkey
     monkeypatch.setattr(training.tf.config, "list_physical_devices", lambda kind=None: [])  # a machine without a GPU
     paper = registry.get("gru").experiment("paper")
     (tmp_path / "runs" / "gru-paper").mkdir(parents=True)
-    (tmp_path / "runs" / "gru-paper" / "config.json").write_text(paper.to_json())
+    (tmp_path / "runs" / "gru-paper" / "config.json").write_text(run_config_json(paper))
     started = []
 
     def stop_before_the_data(trainer):
@@ -302,7 +303,7 @@ def test_the_paper_presets_advice_starts_a_quick_run_as_written(tmp_path, monkey
         assert capsys.readouterr().err == "error: stopped before the data\n"
         assert started.pop() == (Path(model_dir), "quick")
         (tmp_path / model_dir).mkdir()
-        (tmp_path / model_dir / "config.json").write_text(registry.get("gru").experiment("quick").to_json())
+        (tmp_path / model_dir / "config.json").write_text(run_config_json(registry.get("gru").experiment("quick")))
 
 
 @pytest.mark.parametrize("caption, message", [

@@ -321,7 +321,7 @@ def saved_model_rates(model_name, args, batch=256, repeats=3):
     config, _, model = untrained_model(model_name, args.preset, args.set, every_word=True)
     split = splits.load_split(config.data.path, args.eval_split, config.data.image_features)
     with tempfile.TemporaryDirectory() as directory:
-        path = export_saved_model(model, Path(directory) / "saved_model", config.data.image_features)
+        path = export_saved_model(model, Path(directory) / "saved_model")
         size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
         loaded = tf.saved_model.load(str(path))
         rates = {}

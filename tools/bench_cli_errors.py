@@ -26,7 +26,9 @@ from pathlib import Path
 
 from common import records
 from common.errors import ArgumentParser, InputError, count, run_command
+from data.image_features import ImageFeatures
 from models import registry
+from models.experiments import CONFIG_FILE, RunConfig
 
 # The folder of train.py and evaluate.py.
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -69,7 +71,8 @@ def _run(args):
     recording = records.Recording(args.record, args.command)
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / RUN).mkdir()
-        (Path(folder) / RUN / "config.json").write_text(registry.get("gru").experiment("paper").to_json())
+        run = RunConfig(registry.get("gru").experiment("paper"), ImageFeatures("fc", 1280))
+        (Path(folder) / RUN / CONFIG_FILE).write_text(run.to_json())
         reports = [time_mistake(mistake, argv, args.repeats, folder) for mistake, argv in MISTAKES]
     print(f"{'mistake':<40} {'seconds':>7}  error line")
     for report in reports:

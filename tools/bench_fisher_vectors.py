@@ -192,6 +192,7 @@ def word_table(words=3_000_000, dim=300, ica_sample=20_000, captions=1000):
 
     from data import splits, word_vectors
     from data.embedded import EMBEDDED_DATA, EMBEDDED_GLOVE_50D
+    from data.image_features import ImageFeatures
     from models import registry
     from models.fisher_vectors.config import FVConfig
 
@@ -216,7 +217,7 @@ def word_table(words=3_000_000, dim=300, ica_sample=20_000, captions=1000):
         vocabulary = spec.vocabulary(config, [], vectors)
         stage("vocabulary")
         dev = splits.load_split(EMBEDDED_DATA, "dev")
-        model = spec.build_model(config, vocabulary, dev.images.shape[1])
+        model = spec.build_model(config, vocabulary, ImageFeatures("fc", dev.images.shape[1]))
         stage("model")
         model.set_word_vectors(vectors, seed=0)
         del vectors  # as train.py: the model keeps what it needs

@@ -37,7 +37,6 @@ here; their commands are printed with the table.
 """
 
 import argparse
-import json
 import shlex
 import signal
 import subprocess
@@ -46,7 +45,7 @@ from pathlib import Path
 
 import train
 from common.errors import ArgumentParser, InputError, run_command
-from common.files import read_text
+from models.experiments import CONFIG_FILE, load_run
 from tools import report
 
 STOPPED = 130  # train.py's exit status when a signal stopped it
@@ -206,13 +205,10 @@ def _reads(command, model_dir):
     command reads: its --data and --set values, or those an interrupted
     run's config.json holds."""
     if "--resume" in command:
-        path = model_dir / "config.json"
-        try:
-            config = json.loads(read_text(path))
-            return [(f"{path}: data.path", "data.path", config["data"]["path"]),
-                    (f"{path}: model.word_vectors", "model.word_vectors", config["model"].get("word_vectors"))]
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
-            raise InputError(f"{path}: not a config.json of train.py ({error!r})") from None
+        path = model_dir / CONFIG_FILE
+        experiment = load_run(model_dir).experiment
+        return [(f"{path}: data.path", "data.path", experiment.data.path),
+                (f"{path}: model.word_vectors", "model.word_vectors", experiment.model.word_vectors)]
     args = train.parse_args(command[len(TRAIN):])
     reads = [(f"--data {args.data}", "data.path", args.data)] if args.data else []
     for item in args.set:

@@ -17,6 +17,7 @@ import numpy as np
 from common import machine
 from common.errors import count, count_or_zero
 from data import splits
+from data.image_features import ImageFeatures
 
 
 def add_experiment_arguments(parser):
@@ -56,8 +57,9 @@ def untrained_model(name, preset, overrides=(), every_word=False):
 
     spec = registry.get(name)
     config = spec.experiment(preset, overrides)
+    parts = spec.parts(config.model) if spec.parts else None
     if spec.prepare:
-        config = spec.prepare(config)
+        config = spec.prepare(config, parts)
     train_split = splits.load_split(config.data.path, config.data.train_split, config.data.image_features)
     # Without word vectors: they only change initial values (and the size of
     # a frozen lookup table), not the cost of a step.
@@ -67,7 +69,8 @@ def untrained_model(name, preset, overrides=(), every_word=False):
         vocabulary = spec.vocabulary(config.model, train_split.captions, None)
     keras.utils.set_random_seed(config.train.seed)
     with runtime.dtype_policy(config.runtime.mixed_precision):
-        model = spec.build_model(config.model, vocabulary, train_split.images.shape[1])
+        model = spec.build_model(config.model, vocabulary,
+                                 ImageFeatures(config.data.image_features, train_split.images.shape[1]), parts)
     return config, train_split, model
 
 

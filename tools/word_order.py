@@ -167,9 +167,9 @@ def _run(args):
     data = {}
     for name, scorer in scorers.items():
         data_root = args.data or scorer.data_path or EMBEDDED_DATA
-        split = splits.load_split(data_root, args.split, scorer.image_features)
-        splits.check_image_dim(split, scorer.image_dim,
-                               splits.features_location(data_root, args.split, scorer.image_features))
+        split = splits.load_split(data_root, args.split, scorer.image_features.kind)
+        splits.check_image_dim(split, scorer.image_features.width,
+                               splits.features_location(data_root, args.split, scorer.image_features.kind))
         table5_image(split)
         data[name] = split
     results = {}

@@ -333,7 +333,7 @@ def test_two_feature_model_exports_a_4400_wide_image_encoder(two_feature_run):
     import tensorflow as tf
 
     root, model_dir, results = two_feature_run
-    assert json.loads((model_dir / "config.json").read_text())["image_dim"] == 4400
+    assert json.loads((model_dir / "config.json").read_text())["image_features"]["width"] == 4400
     assert all(math.isfinite(value) for value in results["test"].values())
     loaded = tf.saved_model.load(str(model_dir / "saved_model"))
     rows = splits.load_split(root, "test", "ims+stages").images[:2]

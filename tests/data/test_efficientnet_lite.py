@@ -34,7 +34,7 @@ def relative_errors(ours, expected):
 
 
 def check_reproduces_embedded_features(paths):
-    extractor = feature_extractor.from_provenance(provenance.read(EMBEDDED_DATA), "ims+stages")
+    extractor = feature_extractor.from_provenance(provenance.read(EMBEDDED_DATA), "fc+fne")
     ours = extractor(paths, batch_size=8)
     expected = embedded_rows([path.name for path in paths])
     ims, stages = slice(0, 1280), slice(1280, None)

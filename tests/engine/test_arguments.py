@@ -8,7 +8,7 @@ import json
 import pytest
 
 from common.errors import InputError
-from engine.arguments import add_model_and_split_arguments, feature_name, load_model_and_split
+from engine.arguments import add_model_and_split_arguments, load_model_and_split
 from tests.helpers import EMBEDDED_DATA
 
 
@@ -25,24 +25,6 @@ def test_a_model_directory_or_a_saved_model_and_defaults_from_the_model():
     args = parse(["--saved-model", "s", "--data", "d", "--image-features", "fne", "--split", "dev", "--quiet"])
     assert (args.model_dir, args.saved_model, args.data, args.image_features, args.split, args.quiet) == (
         None, "s", "d", "fne", "dev", True)
-
-
-@pytest.mark.parametrize("kinds, name", [("fc", "ims"), ("fne", "stages"), ("fc+fne", "ims+stages"),
-                                         ("resnet-152-img1k-flatten0_outputos", "resnet-152-img1k-flatten0_outputos")])
-def test_image_features_are_train_pys_kinds_and_read_their_files(kinds, name, caplog):
-    """--image-features takes train.py's kinds and reads their feature files;
-    a collection's own feature name is read as it is."""
-    assert feature_name(kinds) == name
-    assert not caplog.records
-
-
-@pytest.mark.parametrize("old, name, new", [("ims", "ims", "fc"), ("stages", "stages", "fne"),
-                                            ("ims+stages", "ims+stages", "fc+fne")])
-def test_the_file_names_the_option_took_before_still_work_with_one_deprecation_line(old, name, new, caplog):
-    assert feature_name(old) == name
-    [record] = caplog.records
-    assert (record.levelname, record.getMessage()) == (
-        "WARNING", f"--image-features {old} is deprecated: write --image-features {new}")
 
 
 @pytest.mark.parametrize("argv", [[], ["--model-dir", "a", "--saved-model", "b"]])
@@ -102,8 +84,8 @@ def test_an_older_run_without_provenance_loads_without_checks(trained, sample_da
     old = tmp_path / "old"
     shutil.copytree(trained, old, ignore=shutil.ignore_patterns("saved_model", "checkpoints", "logs"))
     config = json.loads((old / "config.json").read_text())
-    del config["image_provenance"]
+    config["image_features"]["provenance"] = None
     (old / "config.json").write_text(json.dumps(config))
     bare = provenance_folder(sample_data, tmp_path / "bare", None)
     scorer, split = load_model_and_split(parse(["--model-dir", str(old), "--data", str(bare)]))
-    assert scorer.image_provenance is None and len(split.images) == 8
+    assert scorer.image_features.provenance is None and len(split.images) == 8

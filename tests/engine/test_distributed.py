@@ -23,6 +23,7 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 from engine.train_step import make_optimizer, make_train_step
 from data import pipeline
+from data.image_features import ImageFeatures
 from models import registry
 
 VOCABULARY = ["<pad>", "<unk>"] + [f"w{i}" for i in range(30)]
@@ -40,7 +41,7 @@ data = pipeline.TokenizedSplit(rng.normal(size=(8, 12)).astype(np.float32), ids,
 def train(strategy):
     keras.utils.set_random_seed(0)
     with strategy.scope():
-        model = spec.build_model(config.model, VOCABULARY, 12)
+        model = spec.build_model(config.model, VOCABULARY, ImageFeatures("fc", 12))
         optimizer = make_optimizer(config.train)
         optimizer.build(model.trainable_variables)
     step = make_train_step(model, optimizer, strategy, config.train.grad_clip_norm)

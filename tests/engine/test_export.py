@@ -5,6 +5,7 @@ conventions (named inputs, serving_default, version folders)."""
 
 import functools
 import io
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ from PIL import Image
 import train
 from common.errors import error_reason
 from data import feature_extractor
+from data.image_features import ImageFeatures, file_stems
 from engine.evaluation import refusal_reason
 from engine.export import IMAGE_SIGNATURES, export_saved_model
 from tests.engine.session_loading import (
@@ -38,10 +40,10 @@ BACKBONE_SIGNATURES = (*IMAGE_SIGNATURES, "extract_image_features", "serving_def
 
 
 def embedded_features(kind):
-    """The embedded test features (`ims`, `stages` or both) of the sample JPEGs."""
+    """The embedded test features of `kind` (`fc`, `fne` or both) of the sample JPEGs."""
     ids = (EMBEDDED_DATA / "test_ids.txt").read_text().split()
     rows = [ids.index(path.name) for path in SAMPLES]
-    parts = [np.load(EMBEDDED_DATA / f"test_{name}.npy")[rows].astype(np.float32) for name in kind.split("+")]
+    parts = [np.load(EMBEDDED_DATA / f"test_{stem}.npy")[rows].astype(np.float32) for stem in file_stems(kind)]
     return np.concatenate(parts, axis=1)
 
 
@@ -67,7 +69,7 @@ def exports(request, tmp_path_factory):
     for name in FAMILIES:
         run = request.getfixturevalue(name)
         config = json.loads((run / "config.json").read_text())
-        if config.get("image_provenance") is None:
+        if config["image_features"]["provenance"] is None:
             copy = tmp_path_factory.mktemp("export") / run.name
             shutil.copytree(run, copy, ignore=shutil.ignore_patterns("saved_model", "checkpoints", "logs"))
             assert train.main(["--model-dir", str(copy), "--export-only", "--provenance", str(EMBEDDED_DATA)]) == 0
@@ -113,7 +115,7 @@ def test_the_loaded_signatures_take_named_inputs_and_a_png_is_the_same_image(exp
     loaded = tf.saved_model.load(str(exports["trained"]))
     signature = loaded.signatures["encode_image_bytes"]
     (output,) = signature(images=jpegs(SAMPLES[:1])).values()
-    np.testing.assert_allclose(output.numpy(), loaded.encode_image(embedded_features("ims")[:1]).numpy(),
+    np.testing.assert_allclose(output.numpy(), loaded.encode_image(embedded_features("fc")[:1]).numpy(),
                                rtol=2e-3, atol=2e-3)
     png = io.BytesIO()
     Image.open(SAMPLES[0]).save(png, format="PNG")  # the decoded pixels, losslessly
@@ -135,7 +137,7 @@ def test_a_corrupt_or_non_image_input_is_an_invalid_argument_error(exports, cont
 
 def test_an_empty_batch_of_images_has_empty_encodings_and_scores(trained):
     loaded = tf.saved_model.load(str(trained / "saved_model"))
-    width = loaded.encode_image(embedded_features("ims")[:1]).shape[1]
+    width = loaded.encode_image(embedded_features("fc")[:1]).shape[1]
     empty = tf.constant([], tf.string)
     encodings = loaded.encode_image_bytes(empty)
     assert encodings.dtype == tf.float32 and encodings.shape == (0, width)
@@ -167,7 +169,7 @@ def test_an_older_run_exports_image_features_only_with_a_notice(trained, tmp_pat
     copy = tmp_path / "old"
     shutil.copytree(trained, copy, ignore=shutil.ignore_patterns("saved_model", "checkpoints", "logs"))
     config = json.loads((copy / "config.json").read_text())
-    del config["image_provenance"]
+    config["image_features"]["provenance"] = None
     (copy / "config.json").write_text(json.dumps(config))
     assert train.main(["--model-dir", str(copy), "--export-only"]) == 0
     assert any("records no feature provenance" in record.getMessage() for record in caplog.records)
@@ -204,9 +206,10 @@ def test_a_backbone_the_zoo_cannot_rebuild_gives_an_export_of_image_features_wit
     from data import provenance
     from models.restore import restore_model
 
-    config, model = restore_model(trained)
+    _, model = restore_model(trained)
     remote = provenance.describe("tfhub:https://tfhub.dev/google/x/feature_vector/2", "imagenet", 10, stages=False)
-    path = export_saved_model(model, tmp_path / "export", "ims", remote)
+    model.image_features = dataclasses.replace(model.image_features, provenance=remote)
+    path = export_saved_model(model, tmp_path / "export")
     assert any("takes image features only" in record.getMessage() for record in caplog.records)
     loaded = tf.saved_model.load(str(path))
     assert "encode_image_bytes" not in loaded.signatures
@@ -214,7 +217,7 @@ def test_a_backbone_the_zoo_cannot_rebuild_gives_an_export_of_image_features_wit
 
 
 def test_training_records_the_features_provenance_in_config_json(trained):
-    recorded = json.loads((trained / "config.json").read_text())["image_provenance"]
+    recorded = json.loads((trained / "config.json").read_text())["image_features"]["provenance"]
     assert recorded == json.loads((EMBEDDED_DATA / "provenance.json").read_text())
 
 
@@ -260,9 +263,10 @@ def test_an_export_with_a_tf_hub_backbone_runs_in_the_session_loader(tmp_path, a
     _save_module(tmp_path / "module", as_signature)
     spec = registry.get("gru")
     config = spec.experiment("paper", ["model.word_dim=8", "model.embed_dim=16"])
-    model = randomize_weights(spec.build_model(config.model, VOCABULARY, image_dim=4))  # the module's features
     recorded = provenance.describe(f"tfhub:{tmp_path / 'module'}", "imagenet", 10, stages=False)
-    export = export_saved_model(model, tmp_path / "export", "ims", recorded)
+    # The module's features: 4 wide.
+    model = randomize_weights(spec.build_model(config.model, VOCABULARY, ImageFeatures("fc", 4, recorded)))
+    export = export_saved_model(model, tmp_path / "export")
     assert "score_images" in assert_session_loader_agrees(export)
 
 

@@ -8,6 +8,7 @@ import pytest
 from common.errors import InputError
 from engine import model_dirs
 from models import registry
+from tests.helpers import run_config_json
 
 
 def _contents(folder):
@@ -17,7 +18,7 @@ def _contents(folder):
 
 def _run_of(folder, config):
     folder.mkdir(parents=True)
-    (folder / "config.json").write_text(config.to_json())
+    (folder / "config.json").write_text(run_config_json(config))
 
 
 def test_the_default_directory_names_the_model_and_the_preset():

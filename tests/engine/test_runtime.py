@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from common.errors import InputError
+from data.image_features import ImageFeatures
 from engine import runtime
 from models import registry
 from tests.helpers import randomize_weights
@@ -61,7 +62,7 @@ def test_a_model_built_under_mixed_precision_computes_as_its_float32_build_insid
 
     def built(mixed_precision):
         with runtime.dtype_policy(mixed_precision):
-            model = spec.build_model(config.model, VOCABULARY, image_dim=12)
+            model = spec.build_model(config.model, VOCABULARY, ImageFeatures("fc", 12))
         model({"image_features": images, "token_ids": token_ids})  # creates every weight
         return model
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from common.errors import InputError
+from data.image_features import ImageFeatures
 from data.vocabulary import Vocabulary
 from engine import export, scoring
 from models import registry
@@ -99,7 +100,7 @@ KNOWN_IMAGES = np.array([[1.0, 2.0, 3.0], [0.5, 0.0, -1.0]], np.float32)
 def known_w2vv():
     spec = registry.get("w2vv-bow")
     config = dataclasses.replace(spec.experiment("paper").model, word_vectors=None, hidden_units=(4,))
-    model = spec.build_model(config, KNOWN_VOCABULARY, image_dim=3)
+    model = spec.build_model(config, KNOWN_VOCABULARY, ImageFeatures("fc", 3))
     model.encode_text(model.vectorizer(np.array(["cat"])))  # builds the MLP
     hidden, output = [layer for layer in model.mlp.layers if isinstance(layer, keras.layers.Dense)]
     hidden.kernel.assign(np.eye(4, dtype=np.float32))

@@ -21,7 +21,7 @@ from engine import evaluation, training, training_loop
 from engine.scoring import CheckpointScorer, SavedModelScorer
 from layers.hinge_losses import MaxOfHinges, SumOfHinges
 from models import registry
-from models.experiments import load_experiment
+from models.experiments import load_run
 from models.restore import restore_model
 from tests.conftest import TINY
 from tests.helpers import EMBEDDED_DATA, randomize_weights, skip_where_bfloat16_crashes
@@ -157,7 +157,8 @@ def test_poe_on_full_network_embeddings_end_to_end(tmp_path):
             "--model-dir", str(model_dir), *TINY, "--set", "train.epochs=1", "--set", "train.phase_patience=1"]
     assert train.main(argv) == 0
     config = json.loads((model_dir / "config.json").read_text())
-    assert (config["model"]["image_input"], config["data"]["image_features"], config["image_dim"]) == ("fne", "stages", 3120)
+    assert (config["model"]["image_input"], config["data"]["image_features"]) == ("fne", "fne")
+    assert (config["image_features"]["kind"], config["image_features"]["width"]) == ("fne", 3120)
     train_features = readers.load_precomp(data, "train", "stages").images[:160].astype(np.float64)
     checkpoint = tf.train.load_checkpoint(str(model_dir / "checkpoints"))
     assert checkpoint.get_tensor("state/phase/.ATTRIBUTES/VARIABLE_VALUE") == 1
@@ -192,7 +193,7 @@ def test_resuming_on_features_made_otherwise_is_refused(trained, tmp_path, capsy
     run = tmp_path / "run"
     shutil.copytree(trained, run, ignore=shutil.ignore_patterns("saved_model", "logs"))
     config = json.loads((run / "config.json").read_text())
-    config["image_provenance"]["crops"] = 10
+    config["image_features"]["provenance"]["crops"] = 10
     (run / "config.json").write_text(json.dumps(config))
     assert train.main(["--model-dir", str(run), "--resume"]) == 2
     err = capsys.readouterr().err
@@ -222,7 +223,7 @@ def test_a_fitted_runs_dev_metrics_are_its_best_checkpoints_evaluation(fixture, 
     # the route of every other validation: the evaluation of the run's best
     # checkpoint, which scores dev with the restored model.
     run = request.getfixturevalue(fixture)
-    config, _ = restore_model(run)
+    config = restore_model(run)[0].experiment
     _, dev, _ = load_experiment_splits(config.data, validate_max_images=config.train.validate_max_images)
     want = evaluation.evaluate(CheckpointScorer.from_model_dir(run), dev, sentence_similarity=False)
     got = json.loads((run / "results.json").read_text())["dev"]
@@ -268,7 +269,7 @@ def finished_copy(trained, tmp_path):
     what its build returned)."""
     run = tmp_path / "run"
     shutil.copytree(trained, run, ignore=shutil.ignore_patterns("saved_model", "results.json", "logs"))
-    trainer = training.Trainer(load_experiment(run), run, resume=True)
+    trainer = training.Trainer(load_run(run).experiment, run, resume=True)
     return trainer, trainer.build()
 
 
@@ -280,7 +281,7 @@ def test_build_alone_reads_the_inputs_builds_the_model_and_writes_config_and_voc
     assert (len(built.dev_split.images), len(built.dev_split.captions)) == (100, 500)
     assert (len(built.test_split.images), len(built.test_split.captions)) == (1000, 5000)
     assert int(built.state.global_step) == 0 and built.best.latest_checkpoint is None
-    assert load_experiment(trainer.model_dir).image_dim == built.model.image_dim == 1280
+    assert load_run(trainer.model_dir).image_features.width == built.model.image_features.width == 1280
 
 
 def dev_recalls(model):

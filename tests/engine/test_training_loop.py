@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from common.config import ExperimentConfig, TrainConfig
+from common.config import TrainConfig
+from models.base_config import ExperimentConfig
 from common.errors import InputError
 from data.splits import DataConfig
 from engine import training, training_loop

@@ -12,7 +12,8 @@ from unittest import mock
 
 import pytest
 
-from common.config import ExperimentConfig, TrainConfig, apply_overrides
+from common.config import TrainConfig, apply_overrides
+from models.base_config import ExperimentConfig
 from common.errors import InputError
 from data.splits import DataConfig
 from models import registry

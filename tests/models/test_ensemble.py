@@ -8,14 +8,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import evaluate
 import train
 from common import metrics
 from common.errors import InputError
 from data.splits import load_split
 from models import ensemble
 from models.ensemble_config import EnsembleConfig
+from models.members import ensemble_members
 from models.restore import restore_model
-from tests.helpers import EMBEDDED_DATA
+from tests.helpers import EMBEDDED_DATA, count_reads
 
 TEXTS = ["A dog runs through the snow .", "Two children play on a beach", "a man rides a bike"]
 
@@ -23,13 +25,14 @@ TEXTS = ["A dog runs through the snow .", "Two children play on a beach", "a man
 def member_scores(directory, split, rows, texts):
     """A member's own similarity of a split's images `rows` (read with its
     own features) and `texts`, from its run directory alone."""
-    config, member = restore_model(directory)
+    run, member = restore_model(directory)
+    config = run.experiment
     features = load_split(EMBEDDED_DATA, split, config.data.image_features).images[rows]
     return member.similarity(member.encode_image(features), member.encode_text(member.vectorizer(tf.constant(texts)))).numpy()
 
 
 def ensemble_scores(model, split, rows, texts):
-    features = load_split(EMBEDDED_DATA, split, "ims+stages").images[rows]
+    features = load_split(EMBEDDED_DATA, split, "fc+fne").images[rows]
     return model.similarity(model.encode_image(features), model.encode_text(tf.constant(texts))).numpy()
 
 
@@ -51,7 +54,7 @@ def test_score_is_the_weighted_sum_of_the_standardised_member_scores(trained_ens
 def test_rank_combination_is_each_members_dev_distribution_function(trained_ensemble):
     members = members_of(trained_ensemble)
     config = EnsembleConfig(members=tuple(members), combination="rank", quantiles=5)
-    model = ensemble.build(config, None, 1280 + 3120)
+    model = ensemble.build(config, ensemble_members(config), 1280 + 3120)
     for member, directory in zip(model.members, members):
         member.set_weights(restore_model(directory)[1].get_weights())
     rows = [3, 4, 500]
@@ -215,13 +218,31 @@ def test_the_member_weights_keep_their_checkpoint_key(trained_ensemble, tmp_path
 
 def test_a_members_encoding_columns_hold_its_own_runs_encodings(trained, trained_fv, trained_ensemble, tmp_path):
     _, model = restore_model(trained_ensemble)
-    features = load_split(EMBEDDED_DATA, "test", "ims+stages").images[:4]
+    features = load_split(EMBEDDED_DATA, "test", "fc+fne").images[:4]
     images, texts = model.encode_image(features).numpy(), model.encode_text(tf.constant(TEXTS)).numpy()
     for directory in (trained, trained_fv):
-        config, member = restore_model(directory)
+        run, member = restore_model(directory)
         (image_start, image_stop), (text_start, text_stop) = model.run_encoding_columns(str(directory))
-        own_images = member.encode_image(load_split(EMBEDDED_DATA, "test", config.data.image_features).images[:4])
+        own_images = member.encode_image(load_split(EMBEDDED_DATA, "test", run.experiment.data.image_features).images[:4])
         own_texts = member.encode_text(member.vectorizer(tf.constant(TEXTS)))
         np.testing.assert_allclose(images[:, image_start:image_stop], own_images, rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(texts[:, text_start:text_stop], own_texts, rtol=1e-6, atol=1e-6)
     assert model.run_encoding_columns(str(tmp_path)) is None
+
+
+def test_a_train_a_resume_and_an_evaluation_read_each_members_files_once(trained, trained_fv, short_test_data,
+                                                                          tmp_path, monkeypatch):
+    """Each process reads a member's config.json and vocab.json once (`models.members.TrainedRun`), whether it
+    checks the members, builds the ensemble, fits it or rebuilds it to evaluate it."""
+    run = tmp_path / "ensemble"
+    once = {f"{member.name}/{name}": 1 for member in (trained, trained_fv) for name in ("config.json", "vocab.json")}
+    for argv, command in [
+        (["--model", "ensemble", "--data", str(short_test_data), "--set", f"model.members={trained},{trained_fv}",
+          "--set", "train.validate_max_images=50"], train.main),
+        (["--resume"], train.main),
+        ([], evaluate.main),
+    ]:
+        reads = count_reads(monkeypatch, [trained, trained_fv])
+        finish = {"evaluate_test": False, "export": False} if command is train.main else {}
+        assert command([*argv, "--model-dir", str(run)], **finish) == 0
+        assert reads == once, argv

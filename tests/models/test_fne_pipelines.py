@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from data.image_features import ImageFeatures
 from engine.export import export_saved_model
 from layers.full_network_embedding import FullNetworkEmbedding
 from models import registry
@@ -16,7 +17,7 @@ RNG = np.random.default_rng(0)
 def tiny(name, *overrides):
     spec = registry.get(name)
     config = spec.experiment("paper", ["model.word_dim=8", "model.embed_dim=16", *overrides])
-    return spec.build_model(config.model, VOCABULARY, image_dim=12)
+    return spec.build_model(config.model, VOCABULARY, ImageFeatures("fc", 12))
 
 
 def test_table_1_flickr8k_columns():

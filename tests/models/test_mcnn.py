@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from data.image_features import ImageFeatures
 from engine import evaluation
 from models import registry
 from models.mcnn_config import IMAGE_LAYER, VARIANTS
@@ -26,7 +27,7 @@ def random_model(variant, seed=0, **overrides):
                                        "model.hidden_units=[12]", "model.dropout=0"]).model
     config = dataclasses.replace(config, **overrides)
     tokens = ["<pad>", "<unk>", *(f"w{i}" for i in range(VOCABULARY_SIZE - 2))]
-    return randomize_weights(spec.build_model(config, tokens, IMAGE_DIM), seed)
+    return randomize_weights(spec.build_model(config, tokens, ImageFeatures("fc", IMAGE_DIM)), seed)
 
 
 def assert_same_scores(got, want):
@@ -252,7 +253,8 @@ def _member_lookalike(tmp_path, name, member, model_name):
     directory = tmp_path / name
     directory.mkdir()
     (directory / "vocab.json").write_bytes((member / "vocab.json").read_bytes())
-    config = {"model_name": model_name, "preset": "quick", "model": {"word_dim": 50}, "train": {}, "data": {}}
+    config = {"version": 2, "model_name": model_name, "preset": "quick", "model": {"word_dim": 50},
+              "image_features": {"kind": "fc", "width": 1280, "provenance": None}}
     (directory / "config.json").write_text(json.dumps(config))
     return directory
 

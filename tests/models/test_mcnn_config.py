@@ -44,9 +44,10 @@ def test_the_ensemble_takes_one_member_of_each_variant_in_order(tmp_path):
     spec = registry.get("mcnn-ens")
 
     def prepare(directories):
-        return spec.prepare(spec.experiment("paper", [f"model.members={','.join(map(str, directories))}"]))
+        config = spec.experiment("paper", [f"model.members={','.join(map(str, directories))}"])
+        return spec.prepare(config, spec.parts(config.model))
 
-    assert prepare(runs.values()).data.image_features == "ims"
+    assert prepare(runs.values()).data.image_features == "fc"
     with pytest.raises(InputError, match="m-CNN_ENS needs the model directories of its 4 members"):
         prepare(list(runs.values())[:3])
     swapped = [runs["phs"], runs["wd"], runs["phl"], runs["st"]]

@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 from data import pipeline, readers
+from data.image_features import ImageFeatures
 from engine.train_step import make_optimizer, make_train_step
 from layers.capsule_gru import CapsuleGRU
 from layers.capsule_mask_regularization import CapsuleMaskRegularization
@@ -105,7 +106,7 @@ def test_packed_capsule_grus_train_the_encoder_as_the_padded_loop_on_real_captio
     captions = readers.load_precomp(EMBEDDED_DATA, "dev").captions[:24]
     vocabulary = ["<pad>", "<unk>", *sorted({w for c in captions for w in c.lower().split()})]
     keras.utils.set_random_seed(0)
-    model = spec.build_model(config.model, vocabulary, image_dim=12)
+    model = spec.build_model(config.model, vocabulary, ImageFeatures("fc", 12))
     token_ids = model.vectorizer(tf.constant(captions))
     model.encode_text(token_ids)
     encoder = model.sentence_encoder
@@ -138,7 +139,7 @@ def test_no_regularizer_without_lambda():
 def tiny(name, *overrides):
     spec = registry.get(name)
     config = spec.experiment("paper", ["model.word_dim=8", "model.embed_dim=16", *overrides])
-    return spec.build_model(config.model, VOCABULARY, image_dim=12)
+    return spec.build_model(config.model, VOCABULARY, ImageFeatures("fc", 12))
 
 
 @pytest.mark.parametrize("name", ["rcn", "rcn-0"])
@@ -164,7 +165,7 @@ def train_on_dev(name, overrides, steps, batch_size=32):
     split = readers.load_precomp(EMBEDDED_DATA, "dev", "ims")
     vocabulary = ["<pad>", "<unk>", *sorted({w for c in split.captions[:500] for w in c.lower().split()})]
     keras.utils.set_random_seed(0)
-    model = spec.build_model(config.model, vocabulary, split.images.shape[1])
+    model = spec.build_model(config.model, vocabulary, ImageFeatures("fc", split.images.shape[1]))
     optimizer = make_optimizer(config.train)
     step = make_train_step(model, optimizer, tf.distribute.get_strategy(), config.train.grad_clip_norm)
     data = pipeline.tokenize_split(split, model.vectorizer)
@@ -230,7 +231,7 @@ def test_forward_flops_count_every_pass_of_the_capsule_grus():
     spec = registry.get("rcn")
     config = spec.experiment("paper", ["model.word_dim=8", "model.embed_dim=16", "model.num_capsules=2",
                                        "model.recursions=1"]).model
-    model = spec.build_model(config, VOCABULARY, image_dim=12)
+    model = spec.build_model(config, VOCABULARY, ImageFeatures("fc", 12))
     images, token_ids = batch()
     model.encode_text(token_ids)  # builds the mask GRUs
     tokens = int(np.count_nonzero(token_ids))

@@ -8,12 +8,11 @@ import pytest
 import tensorflow as tf
 
 from common.config import valid_values
+from data.image_features import ImageFeatures
 from data.tokenizer import TOKENIZERS, tokenize_strings
 from data.word_vectors import WordVectors
 from models import registry, vse, vse_config, w2vv, w2vv_config
 from models.base_config import ModelConfig
-from models.ensemble_config import EnsembleConfig
-from models.rerank_config import RerankConfig
 
 VOCABULARY = ["<pad>", "<unk>", "a", "dog", "runs", "on", "the", "grass", "."]
 # Small sizes for whichever of these fields a model's config has.
@@ -25,16 +24,15 @@ def tiny_model(name):
     spec = registry.get(name)
     fields = {field.name for field in dataclasses.fields(spec.config_class)}
     config = spec.experiment("paper", [f"model.{k}={v}" for k, v in TINY.items() if k in fields])
-    model = spec.build_model(config.model, VOCABULARY, image_dim=12)
+    model = spec.build_model(config.model, VOCABULARY, ImageFeatures("fc", 12))
     words = VOCABULARY[2:-1]  # "." has no vector
     vectors = WordVectors.in_memory(words, np.random.default_rng(0).normal(size=(len(words), TINY["word_dim"])), "tiny")
     model.set_word_vectors(vectors, seed=0)
     return model
 
 # Every model but the ensembles and the two-stage model, which are built
-# from trained runs (tests/models/test_ensemble.py, test_rerank.py).
-SINGLE_MODELS = [name for name in registry.names()
-                 if not issubclass(registry.get(name).config_class, (EnsembleConfig, RerankConfig))]
+# from trained runs (their `parts`: tests/models/test_composite.py, test_ensemble.py, test_rerank.py).
+SINGLE_MODELS = [name for name in registry.names() if registry.get(name).parts is None]
 
 
 # The names a config's setting takes, declared without TensorFlow, and the table of the functions or layers

@@ -2,6 +2,7 @@
 m-CNN ensemble re-ranks, tested on 100 images (`trained_rerank`); its
 SavedModel."""
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import evaluate
 import train
 from common import metrics, reranking
 from data import provenance, splits
@@ -20,12 +22,12 @@ from models import rerank
 from models.base import RetrievalModel
 from models.restore import restore_model
 from tests.engine.test_export import embedded_features, jpegs
-from tests.helpers import EMBEDDED_DATA, EMBEDDED_IMAGES
+from tests.helpers import EMBEDDED_DATA, EMBEDDED_IMAGES, count_reads
 
 
 @pytest.fixture(scope="module")
 def test_split(short_test_data):
-    return splits.load_split(short_test_data, "test", "ims")
+    return splits.load_split(short_test_data, "test", "fc")
 
 
 def scores(model_dir, split):
@@ -69,8 +71,8 @@ def test_lists_of_every_candidate_give_exactly_the_second_stage_metrics(trained_
 def test_pair_similarity_of_every_family_here_is_its_similarity_of_those_pairs(trained_rerank):
     _, model = restore_model(trained_rerank)
     rng = np.random.default_rng(0)
-    features = rng.normal(size=(6, sum(run.experiment.image_dim for run in model.stage_runs))).astype(np.float32)
-    images = model.encode_image(features[:, : max(run.columns[1] for run in model.stage_runs)])
+    features = rng.normal(size=(6, sum(part.run.image_features.width for part in model.parts))).astype(np.float32)
+    images = model.encode_image(features[:, : max(part.columns[1] for part in model.parts)])
     texts = model.encode_text(np.asarray(["a dog runs", "two children play on a beach", "a man", "a red car",
                                           "people", "a black dog jumps over a log"], dtype=object))
     pairs = rng.integers(0, 6, size=(2, 10))
@@ -96,7 +98,7 @@ def gru_ensemble_rerank(trained, trained_ensemble, tmp_path_factory):
 
 def test_a_first_stage_the_second_holds_is_encoded_once_and_ranks_as_a_numpy_re_ranking(
         gru_ensemble_rerank, trained, trained_ensemble, k=3):
-    config, model = restore_model(gru_ensemble_rerank)
+    run, model = restore_model(gru_ensemble_rerank)
     _, second_stage = restore_model(trained_ensemble)
     text = tf.constant(["a dog runs"])
     assert model.encode_text(text).shape == second_stage.encode_text(text).shape
@@ -105,9 +107,9 @@ def test_a_first_stage_the_second_holds_is_encoded_once_and_ranks_as_a_numpy_re_
         """The test split's first 100 images, with the features a run reads."""
         return splits.load_split(EMBEDDED_DATA, "test", features).first_images(100)
 
-    split = test_split(config.data.image_features)
+    split = test_split(run.experiment.data.image_features)
     result = evaluation.evaluate(CheckpointScorer.from_model_dir(gru_ensemble_rerank), split)
-    first, second = scores(trained, test_split("ims")), scores(trained_ensemble, test_split("ims+stages"))
+    first, second = scores(trained, test_split("fc")), scores(trained_ensemble, test_split("fc+fne"))
     # As test_evaluation_equals_...: the ensemble's pair scores equal its matrix to float32 rounding, so the
     # rankings agree when no two listed scores are that close; the proposals are the gru run's own encodings.
     for queries, candidates in ((first, second), (first.T, second.T)):
@@ -117,18 +119,38 @@ def test_a_first_stage_the_second_holds_is_encoded_once_and_ranks_as_a_numpy_re_
                                    | {"rerank_k": k}, rel=1e-9, abs=1e-9)
 
 
+def test_a_train_a_resume_and_an_evaluation_read_each_runs_files_once(trained, trained_mcnn_ens, trained_mcnn_members,
+                                                                      short_test_data, tmp_path, monkeypatch):
+    """Each process reads each stage's config.json and vocab.json once, and those of the runs the second stage (an
+    ensemble) is made of (`models.members.TrainedRun.parts`)."""
+    runs = [trained, trained_mcnn_ens, *trained_mcnn_members.values()]
+    once = {f"{run.name}/{name}": 1 for run in runs for name in ("config.json", "vocab.json")}
+    model_dir = tmp_path / "rerank"
+    for argv, command in [
+        (["--model", "rerank", "--data", str(short_test_data), "--set", f"model.members={trained},{trained_mcnn_ens}",
+          "--set", "model.k=3", "--set", "train.validate_max_images=50"], train.main),
+        (["--resume"], train.main),
+        ([], evaluate.main),
+    ]:
+        reads = count_reads(monkeypatch, runs)
+        finish = {"evaluate_test": False, "export": False} if command is train.main else {}
+        assert command([*argv, "--model-dir", str(model_dir)], **finish) == 0
+        assert reads == once, argv
+
+
 def test_a_first_stage_other_than_the_second_stages_copy_of_it_is_refused(trained, trained_ensemble, tmp_path,
                                                                           monkeypatch, capsys):
     # As if the gru run had been trained again after the ensemble was fitted: its best weights are not the
     # ensemble's copy of them.
-    restore = rerank.restore_best_weights
+    restore = rerank.restore_parts
 
-    def retrained(model, directory, overrides=()):
-        restore(model, directory, overrides)
-        if Path(directory) == trained:
-            model.weights[0].assign(model.weights[0] + 1.0)
+    def retrained(models, parts):
+        restore(models, parts)
+        for model, part in zip(models, parts):
+            if Path(part.run.directory) == trained:
+                model.weights[0].assign(model.weights[0] + 1.0)
 
-    monkeypatch.setattr(rerank, "restore_best_weights", retrained)
+    monkeypatch.setattr(rerank, "restore_parts", retrained)
     argv = ["--model", "rerank", "--model-dir", str(tmp_path / "run"),
             "--set", f"model.members={trained},{trained_ensemble}", "--set", "model.k=3",
             "--set", "train.validate_max_images=50"]
@@ -154,9 +176,9 @@ def rerank_export(trained_rerank, tmp_path_factory):
     """The run's SavedModel as train.py wrote it, and one at k = 10 (the k
     the tiny run chose on dev may list all 50 captions below) taking images
     too (its features are the embedded ones: their provenance)."""
-    config, model = restore_model(trained_rerank, ["model.k=10"])
-    at_10 = export_saved_model(model, tmp_path_factory.mktemp("rerank-export") / "saved_model",
-                               config.data.image_features, provenance.read(EMBEDDED_DATA))
+    _, model = restore_model(trained_rerank, ["model.k=10"])
+    model.image_features = dataclasses.replace(model.image_features, provenance=provenance.read(EMBEDDED_DATA))
+    at_10 = export_saved_model(model, tmp_path_factory.mktemp("rerank-export") / "saved_model")
     return {"written": trained_rerank / "saved_model", "k=10": at_10}
 
 
@@ -249,7 +271,7 @@ def test_stages_reading_different_features_export_each_its_own_columns(trained, 
                        "--set", f"model.members={trained},{trained_fne}", "--set", f"model.k={k}",
                        "--set", "train.validate_max_images=50"]) == 0
     two_stages = tf.saved_model.load(str(model_dir / "saved_model"))
-    assert two_stages.image_features.numpy() == b"ims+stages"
+    assert two_stages.image_features.numpy() == b"fc+fne"
     ims, stages = (np.load(EMBEDDED_DATA / f"test_{kind}.npy")[:1].astype(np.float32) for kind in ("ims", "stages"))
     texts = tf.constant((EMBEDDED_DATA / "test_caps.txt").read_text().splitlines()[:20])
     first_stage, second_stage = (tf.saved_model.load(str(run / "saved_model")) for run in (trained, trained_fne))

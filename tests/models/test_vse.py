@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from data.image_features import ImageFeatures
 from data.readers import load_precomp
 from layers.hinge_losses import MaxOfHinges, SumOfHinges
 from models import registry
@@ -13,7 +14,7 @@ from tests.models.test_registered_models import VOCABULARY, batch
 def build(*overrides):
     spec = registry.get("gru")
     config = spec.experiment("paper", ["model.word_dim=8", "model.embed_dim=16", *overrides])
-    return spec.build_model(config.model, VOCABULARY, image_dim=12)
+    return spec.build_model(config.model, VOCABULARY, ImageFeatures("fc", 12))
 
 
 def test_encodings_are_unit_vectors_and_similarity_is_their_dot_product():
@@ -102,7 +103,7 @@ def test_paper_batches_encode_and_lose_as_the_padded_gru(seed):
     config = spec.experiment("paper", [f"train.seed={seed}"])
     vocabulary = spec.vocabulary(config.model, load_precomp(EMBEDDED_DATA, "train").captions, None)
     keras.utils.set_random_seed(seed)
-    model = spec.build_model(config.model, vocabulary, image_dim=1280)
+    model = spec.build_model(config.model, vocabulary, ImageFeatures("fc", 1280))
     batches = paper_batches(model, config, 2)
     lengths = np.count_nonzero(batches[0]["token_ids"], axis=1)
     assert lengths.mean() / lengths.max() < 0.7  # much of the batch is padding

@@ -16,6 +16,7 @@ from common import metrics
 from common.config import TrainConfig
 from data import word_vectors
 from data.embedded import EMBEDDED_GLOVE_50D as GLOVE_50D
+from data.image_features import ImageFeatures
 from data.readers import load_precomp
 from data.vocabulary import Vocabulary
 from engine import scoring
@@ -36,7 +37,7 @@ def quick_model(name="w2vv", overrides=(), vectors=None):
     config = spec.experiment("quick", overrides).model
     vectors = vectors or glove()
     vocabulary = spec.vocabulary(config, load_precomp(EMBEDDED_DATA, "train").captions, vectors)
-    model = spec.build_model(config, vocabulary, image_dim=1280)
+    model = spec.build_model(config, vocabulary, ImageFeatures("fc", 1280))
     model.set_word_vectors(vectors, seed=0)
     return model, vocabulary
 
@@ -49,7 +50,7 @@ def test_vocabulary_and_composite_vector_sizes_are_the_papers_on_flickr8k():
     config = spec.experiment("paper").model
     vocabulary = spec.vocabulary(config, load_precomp(EMBEDDED_DATA, "train").captions, None)
     assert num_training_words(vocabulary, config.vocab_min_count) == 2535
-    model = spec.build_model(config, vocabulary, image_dim=2048)
+    model = spec.build_model(config, vocabulary, ImageFeatures("fc", 2048))
     ids = model.vectorizer(tf.constant(["a dog runs on the grass"]))
     assert model.sentence_vector(ids).shape == (1, 4059)
     assert model.encode_text(ids).shape == (1, 2048)
@@ -100,7 +101,7 @@ def small_model(name, image_dim=12, seed=0, **settings):
     sizes = {"word_vectors": None, "word_dim": 6, "gru_units": 8, "hidden_units": (16,), **settings}
     config = dataclasses.replace(spec.experiment("paper").model, **sizes)
     keras.utils.set_random_seed(seed)
-    return randomize_weights(spec.build_model(config, SMALL_VOCABULARY, image_dim), seed)
+    return randomize_weights(spec.build_model(config, SMALL_VOCABULARY, ImageFeatures("fc", image_dim)), seed)
 
 
 def captions(lengths, seed=0):

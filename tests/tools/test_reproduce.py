@@ -11,7 +11,9 @@ import time
 import pytest
 
 from common.errors import InputError
+from models import registry
 from tests.helpers import REPO as ROOT
+from tests.helpers import run_config_json
 from tools import report, reproduce
 
 PAPERS = "[p.x]\ni2t_r1 = 30.0\ni2t_r5 = 50\ni2t_r10 = 60\nt2i_r1 = 20\nt2i_r5 = 40\nt2i_r10 = 50.5\n"
@@ -133,8 +135,8 @@ def test_every_rows_inputs_are_checked_before_the_first_run(tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)  # relative paths are the current folder's, where the runs start
     (tmp_path / "vectors.txt").write_text("a 1\n")
     (tmp_path / "runs" / "stopped").mkdir(parents=True)
-    (tmp_path / "runs" / "stopped" / "config.json").write_text(
-        json.dumps({"data": {"path": "gone_data"}, "model": {"word_vectors": "gone.txt"}}))
+    stopped = registry.get("gru").experiment("paper", ["data.path=gone_data", "model.word_vectors=gone.txt"])
+    (tmp_path / "runs" / "stopped" / "config.json").write_text(run_config_json(stopped))
     argv = ["t", "--snapshot", str(_snapshot(tmp_path / "runs.json", {"old": "python train.py --model gru"})), *_table_file(tmp_path, """
   { run = "fine", labels = ["a"], command = "python train.py --model gru --set model.word_vectors=vectors.txt --set model.word_vectors=word2vec" },
   { run = "glove", labels = ["b"], command = "python train.py --model fv-gmm --set model.word_vectors=glove.6B.50d.txt" },

@@ -8,6 +8,7 @@ import pytest
 
 from common.errors import InputError
 from data import readers
+from data.image_features import ImageFeatures
 from engine import scoring
 from tests.helpers import EMBEDDED_DATA, renamed_test_split
 from tools import word_order
@@ -99,7 +100,7 @@ def test_a_bag_of_words_model_is_blind_to_word_order():
     spec = registry.get("w2vv-bow")
     split = readers.load_precomp(EMBEDDED_DATA, "test").first_images(30)
     config = spec.experiment("paper", ["model.hidden_units=[16]", "model.word_vectors=null"]).model
-    model = spec.build_model(config, spec.vocabulary(config, split.captions), image_dim=1280)
+    model = spec.build_model(config, spec.vocabulary(config, split.captions), ImageFeatures("fc", 1280))
     drops, _ = word_order.word_order_drops(scoring.CheckpointScorer(model), split)
     # Each drop subtracts two float32 cosines of one image and one bag of
     # words, computed at different rows of the text batch and columns of the

@@ -12,6 +12,7 @@ from common.errors import InputError
 from common.files import read_text
 from common.records import STRING, Kind, Measurement, RunResults, TestSuiteRun, check_key, excerpt, is_number
 from common.wording import counted
+from models.experiments import load_run
 from tools.plot_training import read_scalars
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
@@ -61,15 +62,12 @@ def read_run(model_dir):
     results.json and dev event files; a missing or mistyped key is an
     InputError naming the file and the key."""
     model_dir = Path(model_dir)
-    config_path, results_path = model_dir / "config.json", model_dir / "results.json"
-    config, results = _read_json(config_path), _read_json(results_path)
-    if not isinstance(config, dict):
-        raise InputError(f"{config_path}: not a JSON object; not written by train.py?")
-    for key in ("model_name", "preset"):
-        check_key(config, config_path, key, STRING, required=True)
-    record = {"model": config["model_name"], "preset": config["preset"], **_run_fields(RunResults.read(results, results_path))}
-    # A run recorded before results.json named the metric that chose its checkpoint: its config's (rsum by default).
-    record["selection_metric"] = record["selection_metric"] or config.get("train", {}).get("selection_metric", "rsum")
+    experiment = load_run(model_dir).experiment
+    results_path = model_dir / "results.json"
+    record = {"model": experiment.model_name, "preset": experiment.preset,
+              **_run_fields(RunResults.read(_read_json(results_path), results_path))}
+    # A run recorded before results.json named the metric that chose its checkpoint: its config's.
+    record["selection_metric"] = record["selection_metric"] or experiment.train.selection_metric
     record["dev_history"] = _dev_rsums(model_dir)
     return record
 

@@ -53,7 +53,8 @@ def test_saved_model_on_raw_strings_equals_the_numpy_reference(trained_fv):
     settings, on the same seeded sample of the vocabulary's vectors, its
     unmixing matrix applied without centring) -> unit -> the Fisher vector
     (eqs. 4, 5, 10, 11, power, L2) under the stored HGLMM -> the stored CCA."""
-    config, model = restore_model(trained_fv)
+    run, model = restore_model(trained_fv)
+    config = run.experiment
     loaded = tf.saved_model.load(str(trained_fv / "saved_model"))
     got = loaded.encode_text(tf.constant(CAPTIONS)).numpy()
     glove = read_glove(config.model.word_vectors)

@@ -7,6 +7,9 @@ is wrong, leaving every output as it was."""
 import json
 from pathlib import Path
 
+from data.image_features import ImageFeatures
+from models import registry
+from models.experiments import RunConfig
 from tools import report
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -19,11 +22,16 @@ def sample_metrics(r1, rsum):
     return {**recalls, "i2t_medr": 3.0, "t2i_medr": 4.0, "rsum": rsum}
 
 
+def config_json(model):
+    """The config.json train.py writes for a quick run of `model` on the embedded features."""
+    return RunConfig(registry.get(model).experiment("quick"), ImageFeatures("fc", 1280)).to_json()
+
+
 def write_run(model_dir, model, test_r1, command, wall_seconds=90.0):
     """A train.py run of `model` in `model_dir`: its config.json and its
     results.json, with test R@1 `test_r1` and a fit."""
     model_dir.mkdir(parents=True)
-    (model_dir / "config.json").write_text(json.dumps({"model_name": model, "preset": "quick", "model": {}, "train": {}}))
+    (model_dir / "config.json").write_text(config_json(model))
     (model_dir / "results.json").write_text(json.dumps({
         "dev": sample_metrics(test_r1 - 1, 100.0), "test": sample_metrics(test_r1, 8 * test_r1), "command": command,
         "wall_seconds": wall_seconds, "peak_memory_bytes": 3 * 2**30, "fit": {"cca_eta": 0.01, "cca_dev_rsum": 99.5},

@@ -12,7 +12,8 @@ import shutil
 from pathlib import Path
 
 from common.errors import InputError
-from tests.tools.report.helpers import ROOT, SNAPSHOT, TABLE, bench_record, fails, update_argv, write_run
+from tests.tools.report.helpers import (ROOT, SNAPSHOT, TABLE, bench_record, config_json, fails, update_argv,
+                                        write_run)
 from tools import report
 from tools.report import cli
 
@@ -68,7 +69,7 @@ def _quick_start_run(runs, name):
     record = {key: value for key, value in shipped["gru-quick"].items() if key not in ("model", "preset", "dev_history")}
     record["test"] = {**record["test"], "rsum": 199.3}
     (runs / name).mkdir(parents=True)
-    (runs / name / "config.json").write_text(json.dumps({"model_name": "gru", "preset": "quick"}))
+    (runs / name / "config.json").write_text(config_json("gru"))
     (runs / name / "results.json").write_text(json.dumps(record))
 
 

@@ -68,8 +68,10 @@ def test_folders_that_are_not_train_py_runs_are_skipped(workspace, capsys):
      "results.json: the key 'load_average' must be a list of two numbers (the 1-minute load average at the start and at the end), got [1.0]"),
     ("results.json", '{"dev": {}, "test": {}, "load_average": [1.0, "2"]}', "results.json: the key 'load_average' must be a list of two numbers"),
     ("results.json", '{"dev": {}, "test": {}, "fit": [0.1]}', "results.json: the key 'fit' must be an object"),
-    ("config.json", '{"model_name": "gru"}', "config.json: lacks the key 'preset'"),
-    ("config.json", '{"model_name": "gru", "preset": 1}', "config.json: the key 'preset' must be a string, got 1"),
+    # config.json is read as train.py reads it back (`models.experiments.RunConfig`).
+    ("config.json", '{"model_name": "gru"}', "config.json: unreadable model config (needs model_name and preset)"),
+    ("config.json", '{"model_name": "gru", "preset": 1}', "config.json: preset must be a string; got 1"),
+    ("config.json", '{"model_name": "gru", "preset": "quick", "train": {"epochs": 0}}', "config.json: no image_dim"),
 ])
 def test_a_runs_malformed_results_or_config_is_an_error_naming_that_file(workspace, capsys, file, content, problem):
     (workspace["runs"] / "nested" / "c" / file).write_text(content)
