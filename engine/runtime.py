@@ -1,5 +1,6 @@
 """How a run uses the machine (`common.config.RuntimeConfig`): the
-tf.distribute strategy, the Keras dtype policy of mixed precision, and
+tf.distribute strategy, the Keras dtype policy of mixed precision (and a
+model built under it computing in float32 for its test and export), and
 which worker of a cluster writes the run's files."""
 
 import contextlib
@@ -71,6 +72,27 @@ def dtype_policy(mixed_precision):
         yield
     finally:
         keras.config.set_dtype_policy(previous)
+
+
+@contextlib.contextmanager
+def computing_in_float32(model):
+    """Inside, `model` computes in float32 whatever policy it was built
+    under: each of its layers under a mixed policy takes the float32 one.
+    A mixed policy's variables are float32 (the master weights), so the
+    model inside is the float32 model of the same weights, what a test
+    evaluation and an export need, without building a second one. The
+    policies return on leaving; functions traced inside keep float32, and
+    functions traced before keep the precision they were traced in."""
+    # Keras has no public walk of a model's nested layers (an ensemble's members, a GRU's cell).
+    mixed = [layer for layer in model._flatten_layers() if layer.compute_dtype != layer.variable_dtype]
+    policies = [layer.dtype_policy for layer in mixed]
+    for layer in mixed:
+        layer.dtype_policy = layer.variable_dtype
+    try:
+        yield model
+    finally:
+        for layer, policy in zip(mixed, policies):
+            layer.dtype_policy = policy
 
 
 def is_chief(strategy):

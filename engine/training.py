@@ -1,11 +1,23 @@
-"""Training, shared by every model of the zoo, in three stages.
+"""Training, shared by every model of the zoo, as five stages.
 
-`Trainer(config, model_dir).run()` runs them: `prepare` reads the data,
-makes the vocabulary and builds the model; `train` trains it by gradient
-steps (or fits a `models.base.FittedModel`), validating on dev and keeping
-the best checkpoint by a dev metric; `finish` evaluates the best weights on
-test and exports them as a SavedModel, two steps a caller may leave out
-(`run(evaluate_test=False, export=False)`: a checkpoint is all it needs).
+`Trainer(config, model_dir).run()` runs them in order, and each is a
+method a caller (or a test) may call by itself on what `build` returned:
+
+- `build` reads and checks every input (the model directory, the three
+  splits, the vocabulary or the word vectors), builds the model and its
+  optimizer (restored when resuming) and writes config.json last;
+- `fit` trains the model by gradient steps, or fits it (a
+  `models.base.FittedModel`), validating on dev and keeping the best
+  checkpoint by a dev metric (`engine.training_loop`);
+- `validate` is one dev evaluation of the model's current weights, what
+  `fit` runs at every validation;
+- `test` evaluates the best weights on test and writes results.json;
+- `export` writes the best weights as a SavedModel.
+
+`test` and `export` are the two a caller may leave out
+(`run(evaluate_test=False, export=False)`: a checkpoint is all it needs);
+both compute in float32 whatever precision the model trained in
+(`engine.runtime.computing_in_float32`).
 
 Model directory layout ("best" = the best dev `train.selection_metric`,
 rsum by default):
@@ -76,27 +88,58 @@ SAVED_MODEL_DIR = "saved_model"
 
 
 @dataclasses.dataclass
-class PreparedRun:
-    """What `Trainer.prepare` makes ready for training and finishing.
+class BuiltRun:
+    """What `Trainer.build` makes, which the later stages take.
 
     Attributes:
-      train_split, test_split: the `RetrievalSplit`s (dev is the loop's).
-      vocabulary: the run's `Vocabulary`.
+      train_split, dev_split, test_split: the `RetrievalSplit`s, read and
+        checked.
       model: the built `RetrievalModel` (restored when resuming).
-      loop: the `engine.training_loop.TrainingLoop` that trains or fits it, with its state and
-        checkpoint managers.
+      optimizer: its optimizer, its variables created.
+      state: the `engine.training_loop.TrainingState` (restored when
+        resuming).
+      validation_due: a boolean variable checkpointed beside the state:
+        whether the checkpoint's step still awaits its validation (the run
+        stopped during it).
+      last, best: the `tf.train.CheckpointManager`s of the training state
+        and of the best weights.
+      scorer: a `CheckpointScorer` of `model`, which every validation runs
+        (made once, so that its functions are traced once).
       time_spent: the run's `TimeSpent`.
-      steps_per_epoch: set by `Trainer.train` for gradient training (None
-        for a fitted model).
+      train_data: the tokenized training pairs (`data.pipeline.TokenizedSplit`)
+        of a model trained by gradient steps; None for a `FittedModel`.
+      steps_per_epoch: the gradient steps of an epoch; None for a
+        `FittedModel`.
     """
 
     train_split: RetrievalSplit
+    dev_split: RetrievalSplit
     test_split: RetrievalSplit
-    vocabulary: Vocabulary
     model: RetrievalModel
-    loop: "training_loop.TrainingLoop"
+    optimizer: keras.optimizers.Optimizer
+    state: training_loop.TrainingState
+    validation_due: tf.Variable
+    last: tf.train.CheckpointManager
+    best: tf.train.CheckpointManager
+    scorer: CheckpointScorer
     time_spent: TimeSpent
-    steps_per_epoch: int | None = None
+    train_data: pipeline.TokenizedSplit | None
+    steps_per_epoch: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class FitOutcome:
+    """What `Trainer.fit` did, for `Trainer.test`.
+
+    Attributes:
+      chosen: what a fitted model's fit chose (`models.base.Fit.chosen`);
+        empty for gradient training.
+      best_dev: the dev metrics of the best validation this process made;
+        None when none of its validations beat an earlier process's.
+    """
+
+    chosen: dict
+    best_dev: dict | None
 
 
 class Trainer:
@@ -130,52 +173,46 @@ class Trainer:
         self.is_chief = runtime.is_chief(self.strategy)
 
     def run(self, evaluate_test=True, export=True):
-        """Runs the experiment's three stages: `prepare` (the data, the
-        vocabulary, the model), `train` (a gradient loop, or the fit of a
-        `FittedModel`) and `finish` (the best weights, the test evaluation
-        and the export, either of which a caller may leave out); returns
-        what `finish` does."""
-        prepared = self.prepare()
-        fit = self.train(prepared)
-        return self.finish(prepared, fit, evaluate_test=evaluate_test, export=export)
+        """Runs the stages in order: `build`, `fit`, then, each unless left
+        out, `test` and `export`; returns what `test` does (None when it is
+        left out: then no results.json is written, as it records the
+        test's numbers)."""
+        built = self.build()
+        outcome = self.fit(built)
+        results = self.test(built, outcome) if evaluate_test else None
+        if export:
+            self.export(built)
+        return results
 
-    def prepare(self):
-        """Reads and checks every input, builds the model (restored from
-        the newest intact checkpoint when resuming) and writes config.json
-        and vocab.json; returns the `PreparedRun`."""
-        self._check_model_dir()
-        time_spent = TimeSpent(self.model_dir, self.resume, self.command)
-        train_split, dev_split, test_split = self._load_data()
+    def build(self):
+        """Reads and checks every input, builds the model and its optimizer
+        under the run's strategy and precision (restored from the newest
+        intact checkpoint when resuming, else adapted to the training
+        images and given its word vectors) and writes vocab.json and,
+        last, config.json; returns the `BuiltRun`."""
         cfg = self.config
-        if self.resume:
-            vectors, vocabulary = None, Vocabulary.load(self.model_dir / "vocab.json")
-        else:
-            vectors = word_vectors.for_model(cfg.model.word_vectors, train_split.captions, cfg.model.tokenizer,
-                                             cfg.model.word_dim, cfg.train.seed)
-            # The vocabulary comes from the training captions only (and, for
-            # some models, the word vectors): test words must not leak into
-            # the model.
-            vocabulary = self.spec.vocabulary(cfg.model, train_split.captions, vectors)
-            log.info("vocabulary: %s", _vocabulary_origin(vocabulary, len(train_split.captions)))
-        keras.utils.set_random_seed(cfg.train.seed)
+        self._check_model_dir()
         replicas = self.strategy.num_replicas_in_sync
         if cfg.train.batch_size % replicas:
-            raise InputError(
-                f"train.batch_size={cfg.train.batch_size} does not split evenly over {replicas} replicas"
-            )
+            raise InputError(f"train.batch_size={cfg.train.batch_size} does not split evenly over {replicas} replicas")
+        time_spent = TimeSpent(self.model_dir, self.resume, self.command)
+        train_split, dev_split, test_split = self._load_data()
+        vocabulary, vectors = self._vocabulary(train_split)
+        keras.utils.set_random_seed(cfg.train.seed)
         with self.strategy.scope(), runtime.dtype_policy(cfg.runtime.mixed_precision):
             model = self.spec.build_model(cfg.model, vocabulary, self.image_features, self.parts)
             optimizer = make_optimizer(cfg.train, cfg.runtime.mixed_precision)
             optimizer.build(model.trainable_variables)
+        self._check_phase_learning_rates(model)
         # Plain (not mirrored) variables: the loop reads and sets them eagerly.
         state = training_loop.TrainingState()
+        # Whether the checkpoint's step awaits its validation (the run stopped during it): saved beside the state,
+        # not in it, so that a checkpoint written before it was saved still restores whole.
+        validation_due = tf.Variable(False, trainable=False)
         # The states of the dropout random generators too (not part of the
         # model's checkpoint graph), so a resumed run draws the same masks.
         random_states = [v for v in model.variables if "seed_generator_state" in v.path]
         checkpointed = {"model": model, "optimizer": optimizer, "state": state, "random": random_states}
-        # Whether the checkpoint's step awaits its validation (the run stopped during it): saved beside the state,
-        # not in it, so that a checkpoint written before it was saved still restores whole.
-        validation_due = tf.Variable(False, trainable=False)
         last = tf.train.CheckpointManager(tf.train.Checkpoint(**checkpointed, validation_due=validation_due),
                                           self._private_dir(LAST_DIR), max_to_keep=2)
         best = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), self._private_dir(BEST_DIR), max_to_keep=1)
@@ -189,6 +226,12 @@ class Trainer:
             if vectors is not None:
                 log.info("%s: %s", cfg.model.word_vectors, model.set_word_vectors(vectors, cfg.train.seed))
                 vectors = None  # the model keeps what it needs (a word vector file can be gigabytes)
+        train_data = steps_per_epoch = None
+        if not isinstance(model, FittedModel):
+            tc = cfg.train
+            train_data = pipeline.tokenize_split(train_split, model.vectorizer)
+            steps_per_epoch = len(pipeline.epoch_order(train_data, tc.sampling, tc.batch_size, tc.seed, 0,
+                                                       tc.bucket_by_length))
         # Only once every input has been read and checked and the model is
         # built; config.json last, as it marks the folder as a run (`engine.model_dirs`).
         if self.is_chief:
@@ -196,75 +239,124 @@ class Trainer:
             if not self.resume:
                 vocabulary.save(self.model_dir / "vocab.json")
             write_json_atomically(self.model_dir / CONFIG_FILE, RunConfig(cfg, self.image_features).to_json())
+        return BuiltRun(train_split, dev_split, test_split, model, optimizer, state, validation_due, last, best,
+                        CheckpointScorer(model), time_spent, train_data, steps_per_epoch)
 
-        writers = training_loop.summary_writers(self.model_dir / "logs", self.is_chief)
-        loop = training_loop.TrainingLoop(cfg, self.strategy, model, optimizer, state, validation_due, last, best,
-                                          dev_split, writers, time_spent if self.is_chief else None)
-        return PreparedRun(train_split, test_split, vocabulary, model, loop, time_spent)
-
-    def train(self, prepared):
-        """Trains the prepared model by gradient steps, or fits it (a
-        `FittedModel`), validating and checkpointing as it goes; returns
-        what a fit chose (None for gradient training). Ctrl-C (or, in
-        gradient training, SIGTERM: `engine.stop_signals`) saves the run's
-        time and says what is kept."""
-        model, loop, train_split = prepared.model, prepared.loop, prepared.train_split
+    def fit(self, built):
+        """Trains the built model by gradient steps, or fits it (a
+        `FittedModel`), from where the run stands (a resumed run goes on
+        from its checkpoint), running `validate` and checkpointing as it
+        goes (`engine.training_loop.TrainingLoop`); saves the run's time.
+        Ctrl-C (or, in gradient training, SIGTERM: `engine.stop_signals`)
+        saves the run's time too and says what is kept. Returns the
+        `FitOutcome`."""
+        cfg, model = self.config, built.model
+        loop = training_loop.TrainingLoop(
+            cfg, self.strategy, model, built.optimizer, built.state, built.validation_due, built.last, built.best,
+            built.dev_split, functools.partial(self.validate, built),
+            training_loop.summary_writers(self.model_dir / "logs", self.is_chief),
+            built.time_spent if self.is_chief else None)
         if isinstance(model, FittedModel):
-            log.info("plan: %s", self._plan(f"fitted to {len(train_split.captions):,} training captions "
+            log.info("plan: %s", self._plan(f"fitted to {len(built.train_split.captions):,} training captions "
                                             "(no gradient steps)"))
-            work = functools.partial(loop.fit_split, train_split)
+            work = functools.partial(loop.fit_split, built.train_split)
         else:
-            tc = self.config.train
-            train_data = pipeline.tokenize_split(train_split, model.vectorizer)
-            prepared.steps_per_epoch = len(pipeline.epoch_order(train_data, tc.sampling, tc.batch_size, tc.seed, 0,
-                                                                tc.bucket_by_length))
-            total = epochs_at_most(model, tc) * prepared.steps_per_epoch
+            tc, steps = cfg.train, built.steps_per_epoch
+            total = epochs_at_most(model, tc) * steps
             loop.pace = RunPace(total, self._quick_preset_advice())
             phases = f"{model.num_phases} phases of " if model.num_phases > 1 else ""
             log.info("plan: %s", self._plan(
-                f"{phases}{counted(tc.epochs, 'epoch')} × {counted(prepared.steps_per_epoch, 'step', spec=',')} "
+                f"{phases}{counted(tc.epochs, 'epoch')} × {counted(steps, 'step', spec=',')} "
                 f"of {counted(tc.batch_size, 'pair')} ({counted(total, 'step', spec=',')} at most)"))
-            work = functools.partial(loop.train, train_data)
+            work = functools.partial(loop.train, built.train_data)
         try:
-            return work()
+            chosen = work()
         except KeyboardInterrupt:
-            if self.is_chief:
-                prepared.time_spent.save()
-            raise KeyboardInterrupt(self._what_is_kept(loop.last)) from None
+            self._save_time_spent(built)
+            raise KeyboardInterrupt(self._what_is_kept(built.last)) from None
+        self._save_time_spent(built)
+        return FitOutcome(chosen=chosen or {}, best_dev=loop.best_dev_metrics)
 
-    def finish(self, prepared, fit, evaluate_test=True, export=True):
-        """Loads the best weights, then, each unless left out, evaluates
-        them on the test split (and writes results.json) and exports them
-        as a SavedModel; saves the run's time. Returns the `RunResults`
-        (what results.json holds), or None when the test evaluation is left
-        out (then no results.json is written: it records the test's numbers)."""
-        cfg, loop = self.config, prepared.loop
-        model = prepared.model
-        best_checkpoint = loop.best.latest_checkpoint
-        if cfg.runtime.mixed_precision != "none":
-            # The test and the export in float32: the best weights (float32
-            # under any policy) in a float32 model.
-            model = self.spec.build_model(cfg.model, prepared.vocabulary, model.image_features, self.parts)
-        restore_checkpoint(tf.train.Checkpoint(model=model), best_checkpoint).expect_partial()
-        results = None
-        if evaluate_test:
-            # The best validation's metrics, unless this process never saw it.
-            dev = loop.best_dev_metrics or loop.validate_metrics()
-            log.info("testing %s on %s", best_checkpoint, prepared.test_split.captions_file)
-            test = evaluation.evaluate(CheckpointScorer(model), prepared.test_split)
-            steps = prepared.steps_per_epoch
-            results = RunResults(dev=dev, test=test, checkpoint=os.path.relpath(best_checkpoint, self.model_dir),
-                                 selection_metric=cfg.train.selection_metric, fit=fit or {},
-                                 epochs=round(int(loop.state.global_step) / steps, 2) if steps else None,
-                                 **prepared.time_spent.totals())
+    def validate(self, built):
+        """The dev metrics of the model's current weights (in the precision
+        it trains in); the sentence-similarity rank, which only the test
+        reports, is left out."""
+        return evaluation.evaluate(built.scorer, built.dev_split, sentence_similarity=False)
+
+    def test(self, built, outcome=None):
+        """Evaluates the best weights on the test split, in float32; writes
+        results.json and the run's time (the chief). Returns the
+        `RunResults`.
+
+        Args:
+          built: what `build` returned.
+          outcome: what `fit` returned in this process: the best
+            validation's dev metrics and what a fit chose. Without it, or
+            when this process's validations never beat an earlier one's
+            (a resumed run), dev is evaluated again on the best weights.
+        """
+        cfg = self.config
+        best_checkpoint = self._restore_best(built)
+        dev = outcome.best_dev if outcome and outcome.best_dev else self.validate(built)
+        log.info("testing %s on %s", best_checkpoint, built.test_split.captions_file)
+        with runtime.computing_in_float32(built.model):
+            test = evaluation.evaluate(CheckpointScorer(built.model), built.test_split)
+        steps = built.steps_per_epoch
+        results = RunResults(dev=dev, test=test, checkpoint=os.path.relpath(best_checkpoint, self.model_dir),
+                             selection_metric=cfg.train.selection_metric, fit=outcome.chosen if outcome else {},
+                             epochs=round(int(built.state.global_step) / steps, 2) if steps else None,
+                             **built.time_spent.totals())
+        self._save_time_spent(built)
         if self.is_chief:
-            prepared.time_spent.save()
-            if results is not None:
-                write_json_atomically(self.model_dir / "results.json", results.to_json())
-            if export:
-                log.info("exporting %s as a SavedModel into %s", best_checkpoint, self.model_dir / SAVED_MODEL_DIR)
-                export_saved_model(model, self.model_dir / SAVED_MODEL_DIR)
+            write_json_atomically(self.model_dir / "results.json", results.to_json())
         return results
+
+    def export(self, built):
+        """Exports the best weights as a SavedModel (`engine.export`), in
+        float32, into saved_model/ (the chief); returns its path."""
+        best_checkpoint = self._restore_best(built)
+        path = self.model_dir / SAVED_MODEL_DIR
+        if self.is_chief:
+            log.info("exporting %s as a SavedModel into %s", best_checkpoint, path)
+            with runtime.computing_in_float32(built.model):
+                export_saved_model(built.model, path)
+        return path
+
+    def _restore_best(self, built):
+        """Loads the best checkpoint's weights into the model; returns the
+        checkpoint's path."""
+        best_checkpoint = built.best.latest_checkpoint
+        restore_checkpoint(tf.train.Checkpoint(model=built.model), best_checkpoint).expect_partial()
+        return best_checkpoint
+
+    def _save_time_spent(self, built):
+        if self.is_chief:
+            built.time_spent.save()
+
+    def _vocabulary(self, train_split):
+        """The run's vocabulary and, for a new run of a model that starts
+        from word vectors, those vectors (else None): a resumed run reads
+        its vocab.json."""
+        cfg = self.config
+        if self.resume:
+            return Vocabulary.load(self.model_dir / "vocab.json"), None
+        vectors = word_vectors.for_model(cfg.model.word_vectors, train_split.captions, cfg.model.tokenizer,
+                                         cfg.model.word_dim, cfg.train.seed)
+        # The vocabulary comes from the training captions only (and, for
+        # some models, the word vectors): test words must not leak into
+        # the model.
+        vocabulary = self.spec.vocabulary(cfg.model, train_split.captions, vectors)
+        log.info("vocabulary: %s", _vocabulary_origin(vocabulary, len(train_split.captions)))
+        return vocabulary, vectors
+
+    def _check_phase_learning_rates(self, model):
+        """train.phase_learning_rates has a rate for each phase after the first, or none."""
+        rates, later_phases = self.config.train.phase_learning_rates, model.num_phases - 1
+        if rates and len(rates) != later_phases:
+            raise InputError(
+                f"train.phase_learning_rates needs {later_phases} value(s) for model {self.config.model_name!r} "
+                f"({model.num_phases} phases), got {list(rates)}"
+            )
 
     def _plan(self, work):
         """The run in one line: model, preset, the `work` (steps or a fit),

@@ -1,6 +1,7 @@
-"""The gradient loop of a training run (`engine.training`'s train stage):
-epochs of steps over the training batches, validation on dev, the best and
-the latest checkpoints, the phases of a curriculum, and a fitted model's
+"""The gradient loop of a training run (`engine.training`'s fit stage):
+epochs of steps over the training batches, validations on dev and what
+they decide (the best checkpoint, the patience, early stopping), the
+latest checkpoints, the phases of a curriculum, and a fitted model's
 single fit and validation."""
 
 import contextlib
@@ -13,7 +14,6 @@ from common import diagnostics, progress
 from common.errors import InputError, error_reason
 from data import pipeline
 from engine import evaluation
-from engine.scoring import CheckpointScorer
 from engine.stop_signals import StopRequest, stop_requests
 from engine.train_step import make_train_step
 
@@ -45,8 +45,8 @@ class TrainingState(tf.Module):
 
 
 class TrainingLoop:
-    """The epoch/step loop of a `Trainer`: trains `model` (or fits it),
-    validates on `dev_split`, keeps the best weights in the `best`
+    """The epoch/step loop of a `Trainer`'s fit: trains `model` (or fits
+    it), validates it with `validate`, keeps the best weights in the `best`
     checkpoint manager and the training state in `last`.
 
     Args:
@@ -58,14 +58,17 @@ class TrainingLoop:
         the state: whether its step's validation is still to do (the run
         stopped during it), which `train` then does first.
       last, best: `tf.train.CheckpointManager`s.
-      dev_split: the `RetrievalSplit` of validation.
+      dev_split: the `RetrievalSplit` of validation (a fitted model
+        chooses its settings on it).
+      validate: a function of no arguments: the dev metrics of the model's
+        current weights (`engine.training.Trainer.validate`).
       writers: (train, dev) `tf.summary` writers.
       time_spent: the run's `TimeSpent`, saved at every log line and
         checkpoint (None: not saved, on a worker that is not the chief).
     """
 
-    def __init__(self, config, strategy, model, optimizer, state, validation_due, last, best, dev_split, writers,
-                 time_spent):
+    def __init__(self, config, strategy, model, optimizer, state, validation_due, last, best, dev_split, validate,
+                 writers, time_spent):
         self.cfg = config
         self.strategy = strategy
         self.model = model
@@ -74,19 +77,13 @@ class TrainingLoop:
         self.validation_due = validation_due
         self.last = last
         self.best = best
-        self.scorer = CheckpointScorer(model)
         self.dev_split = dev_split
+        self.validate = validate
         self.train_writer, self.dev_writer = writers
         self.time_spent = time_spent
         self.stop = False
         self.best_dev_metrics = None
         self.pace = None  # a `RunPace` of the run's steps (gradient training)
-        later_phases = model.num_phases - 1
-        if self.cfg.train.phase_learning_rates and len(self.cfg.train.phase_learning_rates) != later_phases:
-            raise InputError(
-                f"train.phase_learning_rates needs {later_phases} value(s) for model {self.cfg.model_name!r} "
-                f"({model.num_phases} phases), got {list(self.cfg.train.phase_learning_rates)}"
-            )
         self._enter_phase()
 
     def train(self, train_data):
@@ -191,7 +188,7 @@ class TrainingLoop:
         fit = self.model.fit_split(train_split, self.dev_split, self.train_writer, self.cfg.train.seed)
         log.info("fit: %s", ", ".join(f"{name} {value:.4g}" if isinstance(value, float) else f"{name} {value}"
                                       for name, value in fit.chosen.items()))
-        self._validate_and_save(self.validate_metrics() if fit.dev_scores is None else
+        self._validate_and_save(self.validate() if fit.dev_scores is None else
                                 evaluation.evaluate_scores(fit.dev_scores, self.dev_split.caption_image))
         return fit.chosen
 
@@ -235,18 +232,13 @@ class TrainingLoop:
         self.train_step = make_train_step(self.model, self.optimizer, self.strategy, tc.grad_clip_norm,
                                           self.cfg.runtime.jit_compile)
 
-    def validate_metrics(self):
-        # The test reports the sentence-similarity rank; validation needs
-        # only the selection metric.
-        return evaluation.evaluate(self.scorer, self.dev_split, sentence_similarity=False)
-
     def _validate(self, stop_request):
         """The dev metrics of the weights; a stop asked for meanwhile
         interrupts the validation, after a checkpoint of the step with its
         validation due (`train` does it first when the run resumes)."""
         try:
             with stop_request.interrupting():
-                return self.validate_metrics()
+                return self.validate()
         except KeyboardInterrupt:
             self.validation_due.assign(True)
             self._save_time_spent()

@@ -156,7 +156,15 @@ class W2VVModel(RetrievalModel):
         # Eqs. 5-7: ReLU layers, dropout after each hidden one, the output
         # layer of the visual feature's size. (A Sequential, not a list of
         # layers: TF checkpoints do not see layers held in a Python list.)
-        mlp = []
+        # Its input is declared float32 (each layer casts it to its compute
+        # dtype): one it made itself would take the compute dtype of a mixed
+        # policy for good, and the model's float32 test and export
+        # (`engine.runtime.computing_in_float32`) would round the sentence
+        # vectors to the low precision. The same layers and checkpoint either
+        # way.
+        sentence_dim = sum({"bow": n_words, "word2vec": config.word_dim, "gru": config.gru_units}[scale]
+                           for scale in self.scales)
+        mlp = [keras.Input((sentence_dim,), dtype="float32")]
         for units in config.hidden_units:
             mlp += [keras_layers.Dense(units, activation="relu"), keras_layers.Dropout(config.dropout)]
         self.mlp = keras.Sequential([*mlp, keras_layers.Dense(image_dim, activation="relu")], name="mlp")

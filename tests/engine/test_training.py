@@ -1,8 +1,12 @@
-"""The trainer's phases (a curriculum such as Vilalta et al.'s PH), and a fitted model's validation."""
+"""The trainer's stages, each called alone (build, validate, test,
+export: the last two in float32 under mixed precision, without a second
+model), its phases (a curriculum such as Vilalta et al.'s PH), and a
+fitted model's validation."""
 
 import json
 import logging
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -11,12 +15,16 @@ import tensorflow as tf
 import train
 from common.errors import InputError
 from common.metrics import METRIC_NAMES
+from common.records import RunResults
 from data.splits import load_experiment_splits
 from engine import evaluation, training, training_loop
-from engine.scoring import CheckpointScorer
+from engine.scoring import CheckpointScorer, SavedModelScorer
 from layers.hinge_losses import MaxOfHinges, SumOfHinges
+from models import registry
+from models.experiments import load_run
 from models.restore import restore_model
 from tests.conftest import TINY
+from tests.helpers import EMBEDDED_DATA, randomize_weights, skip_where_bfloat16_crashes
 
 # Dev rsums the patched validation reports, in order (then 9 forever):
 # phase 0 improves twice, then fails once (phase_patience=1), so phase 1
@@ -31,11 +39,11 @@ def scripted_run(tmp_path_factory):
     messages)."""
     events, messages = [], []
 
-    def validate_metrics(loop):
+    def validate(trainer, built):
         done = len([e for e in events if e[0] == "validate"])
         rsum = SCRIPTED_RSUM[done] if done < len(SCRIPTED_RSUM) else 9.0
-        events.append(("validate", rsum, int(loop.state.phase), type(loop.model.hinge),
-                       [w.copy() for w in loop.model.get_weights()]))
+        events.append(("validate", rsum, int(built.state.phase), type(built.model.hinge),
+                       [w.copy() for w in built.model.get_weights()]))
         return {**dict.fromkeys(METRIC_NAMES, 0.0), "rsum": rsum}
 
     original_next_phase = training_loop.TrainingLoop._next_phase
@@ -53,7 +61,7 @@ def scripted_run(tmp_path_factory):
     handler.emit = lambda record: messages.append(record.getMessage())
     level = logger.level
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(training_loop.TrainingLoop, "validate_metrics", validate_metrics)
+        monkeypatch.setattr(training.Trainer, "validate", validate)
         monkeypatch.setattr(training_loop.TrainingLoop, "_next_phase", next_phase)
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
@@ -106,12 +114,12 @@ def test_the_selection_metric_picks_the_best_checkpoint(monkeypatch, tmp_path):
     scripted = [(50.0, 0.1), (40.0, 0.3), (60.0, 0.2)]
     seen = []
 
-    def validate_metrics(loop):
+    def validate(trainer, built):
         rsum, i2t_map = scripted[min(len(seen), 2)]
-        seen.append(int(loop.state.global_step))
+        seen.append(int(built.state.global_step))
         return {**dict.fromkeys(METRIC_NAMES, 0.0), "rsum": rsum, "i2t_map": i2t_map}
 
-    monkeypatch.setattr(training_loop.TrainingLoop, "validate_metrics", validate_metrics)
+    monkeypatch.setattr(training.Trainer, "validate", validate)
     model_dir = tmp_path / "run"
     argv = ["--model", "gru", "--preset", "quick", "--model-dir", str(model_dir), *TINY,
             "--set", "train.epochs=1", "--set", "train.selection_metric=i2t_map"]
@@ -125,11 +133,10 @@ def test_phase_learning_rates_must_match_the_phases(tmp_path, capsys):
             "--set", "train.phase_learning_rates=[0.1]"]
     assert train.main(argv) == 2
     assert "train.phase_learning_rates needs 0 value(s)" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()  # refused as the model is built, before config.json
 
 
 def test_unknown_phase_hinge_is_an_input_error():
-    from models import registry
-
     with pytest.raises(InputError, match="sum-max"):
         registry.get("gru").experiment("paper", ["model.hinge=sum-maxx"])
 
@@ -183,10 +190,6 @@ def test_the_vocabulary_line_says_where_its_words_come_from():
 
 
 def test_resuming_on_features_made_otherwise_is_refused(trained, tmp_path, capsys):
-    import shutil
-
-    from tests.helpers import EMBEDDED_DATA
-
     run = tmp_path / "run"
     shutil.copytree(trained, run, ignore=shutil.ignore_patterns("saved_model", "logs"))
     config = json.loads((run / "config.json").read_text())
@@ -201,8 +204,6 @@ def test_resuming_on_features_made_otherwise_is_refused(trained, tmp_path, capsy
 def test_the_full_network_embeddings_statistics_are_the_training_images(trained_fne):
     # The tiny run trained on the first 160 training images (TINY): its FNE standardises by their per-feature
     # mean and standard deviation, read here from the file by hand; the dev images' would be another model.
-    from tests.helpers import EMBEDDED_DATA
-
     checkpoint = tf.train.load_checkpoint(str(trained_fne / "best"))
     names = checkpoint.get_variable_to_shape_map()
     [mean_key] = [name for name in names if "image_input/mean" in name]
@@ -239,9 +240,128 @@ def test_a_fitted_runs_dev_metrics_are_its_best_checkpoints_evaluation(fixture, 
 def test_a_fitted_model_is_validated_from_its_fit_without_scoring_dev_again(trained, trained_fv, monkeypatch,
                                                                              tmp_path):
     scored = []
-    monkeypatch.setattr(training_loop.TrainingLoop, "validate_metrics", lambda loop: scored.append(1))
+    monkeypatch.setattr(training.Trainer, "validate", lambda trainer, built: scored.append(1))
     argv = ["--model", "ensemble", "--model-dir", str(tmp_path / "run"), "--set", f"model.members={trained},{trained_fv}",
             "--set", "train.validate_max_images=100"]
     assert train.main(argv, export=False) == 0
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert not scored and results["dev"]["rsum"] == pytest.approx(results["fit"]["dev_recall_sum"], abs=0.5)
+
+
+# --- Each stage alone -----------------------------------------------------------------------------------------------
+
+
+def tiny_config(*overrides):
+    """The experiment config of the tiny `gru` run (tests/conftest.py's TINY), with `overrides`."""
+    return registry.get("gru").experiment("quick", [*TINY[1::2], *overrides])
+
+
+@pytest.fixture(scope="module")
+def new_run(tmp_path_factory):
+    """A new tiny `gru` run, built and nothing more: (the trainer, what its build returned)."""
+    trainer = training.Trainer(tiny_config(), tmp_path_factory.mktemp("built") / "run")
+    return trainer, trainer.build()
+
+
+@pytest.fixture
+def finished_copy(trained, tmp_path):
+    """A copy of the tiny `gru` run without its results.json and export, built again to resume: (the trainer,
+    what its build returned)."""
+    run = tmp_path / "run"
+    shutil.copytree(trained, run, ignore=shutil.ignore_patterns("saved_model", "results.json", "logs"))
+    trainer = training.Trainer(load_run(run).experiment, run, resume=True)
+    return trainer, trainer.build()
+
+
+def test_build_alone_reads_the_inputs_builds_the_model_and_writes_config_and_vocabulary_only(new_run):
+    trainer, built = new_run
+    assert sorted(path.name for path in trainer.model_dir.iterdir()) == ["config.json", "vocab.json"]
+    # 160 training images × 5 captions: 800 pairs, 25 batches of 32; the first 100 dev images; all 1,000 test images.
+    assert len(built.train_data.token_ids) == 800 and built.steps_per_epoch == 25
+    assert (len(built.dev_split.images), len(built.dev_split.captions)) == (100, 500)
+    assert (len(built.test_split.images), len(built.test_split.captions)) == (1000, 5000)
+    assert int(built.state.global_step) == 0 and built.best.latest_checkpoint is None
+    assert load_run(trainer.model_dir).image_features.width == built.model.image_features.width == 1280
+
+
+def dev_recalls(model):
+    """The recalls of `model` on the first 100 dev images, by hand: their rows of dev_ims.npy, their 500 captions
+    (five an image, in order), each query's rank the number of candidates scored above its best true one."""
+    images = np.load(EMBEDDED_DATA / "dev_ims.npy")[:100].astype(np.float32)
+    captions = (EMBEDDED_DATA / "dev_caps.txt").read_text().splitlines()[:500]
+    sims = np.asarray(model.similarity(model.encode_image(images),
+                                       model.encode_text(model.vectorizer(tf.constant(captions)))), np.float64)
+    caption_image = np.repeat(np.arange(100), 5)
+    i2t = np.array([min((row > row[c]).sum() for c in np.flatnonzero(caption_image == i)) for i, row in enumerate(sims)])
+    t2i = np.array([(sims[:, c] > sims[image, c]).sum() for c, image in enumerate(caption_image)])
+    recalls = {f"{direction}_r{k}": 100 * np.mean(ranks < k) for direction, ranks in (("i2t", i2t), ("t2i", t2i))
+               for k in (1, 5, 10)}
+    return {**recalls, "rsum": sum(recalls.values())}
+
+
+def test_validate_alone_is_the_dev_evaluation_of_the_current_weights(new_run):
+    trainer, built = new_run
+    first = trainer.validate(built)
+    assert {name: first[name] for name in dev_recalls(built.model)} == pytest.approx(dev_recalls(built.model), abs=1e-6)
+    randomize_weights(built.model, seed=1, scale=0.1)
+    second = trainer.validate(built)  # the weights it holds now, through the functions it traced before
+    assert second["rsum"] != first["rsum"]
+    assert {name: second[name] for name in dev_recalls(built.model)} == pytest.approx(dev_recalls(built.model),
+                                                                                     abs=1e-6)
+
+
+def test_test_alone_evaluates_the_best_weights_and_writes_results_that_read_back(finished_copy, trained):
+    trainer, built = finished_copy
+    results = trainer.test(built)
+    assert RunResults.read(json.loads((trainer.model_dir / "results.json").read_text()), "results.json") == results
+    assert not (trainer.model_dir / "saved_model").exists()
+    # What evaluate.py gives for the run's best checkpoint: the model rebuilt from config.json, its best weights.
+    scorer = CheckpointScorer.from_model_dir(trainer.model_dir)
+    _, dev, test = load_experiment_splits(trainer.config.data, validate_max_images=100)
+    assert results.test == pytest.approx(evaluation.evaluate(scorer, test), abs=1e-6)
+    # No fit in this process: dev is the best weights' validation again.
+    assert results.dev == pytest.approx(evaluation.evaluate(scorer, dev, sentence_similarity=False), abs=1e-6)
+    best = json.loads((trained / "results.json").read_text())["checkpoint"]
+    assert (results.checkpoint, results.epochs, results.fit) == (best, 2.0, {})  # TINY: 2 epochs
+
+
+def test_export_alone_writes_the_best_weights_as_a_saved_model(finished_copy):
+    trainer, built = finished_copy
+    path = trainer.export(built)
+    assert path == trainer.model_dir / "saved_model" and not (trainer.model_dir / "results.json").exists()
+    exported, checkpoint = SavedModelScorer(path), CheckpointScorer.from_model_dir(trainer.model_dir)
+    images = np.load(EMBEDDED_DATA / "test_ims.npy")[:8].astype(np.float32)
+    captions = (EMBEDDED_DATA / "test_caps.txt").read_text().splitlines()[:40]
+    # The same float32 operations on the same weights, in a graph or eagerly: to float32's roundoff on scores ~1.
+    np.testing.assert_allclose(
+        exported.similarity(exported.encode_images(images), exported.encode_texts(captions)),
+        checkpoint.similarity(checkpoint.encode_images(images), checkpoint.encode_texts(captions)),
+        rtol=1e-5, atol=1e-6)
+
+
+def test_under_mixed_precision_test_and_export_are_float32s_without_building_the_model_again(tmp_path, monkeypatch):
+    # A bfloat16 run's best weights (random ones, checkpointed as the best): its test numbers and its export are
+    # those of the model rebuilt in float32 (what evaluate.py builds), which the trainer no longer builds.
+    skip_where_bfloat16_crashes()
+    built_models = []
+    build_model = registry.ModelSpec.build_model
+    monkeypatch.setattr(registry.ModelSpec, "build_model",
+                        lambda spec, *args: built_models.append(args) or build_model(spec, *args))
+    trainer = training.Trainer(tiny_config("runtime.mixed_precision=bf16"), tmp_path / "run")
+    built = trainer.build()
+    randomize_weights(built.model, scale=0.1)
+    built.best.save(checkpoint_number=0)
+    results = trainer.test(built)
+    trainer.export(built)
+    assert len(built_models) == 1
+    scorer = CheckpointScorer.from_model_dir(trainer.model_dir)
+    assert results.test == pytest.approx(evaluation.evaluate(scorer, built.test_split), abs=1e-6)
+    # In bfloat16 (its roundoff 3.9e-3) the scores of these captions move by far more than 1e-6.
+    captions = (EMBEDDED_DATA / "test_caps.txt").read_text().splitlines()[:40]
+    images = built.test_split.images[:8]
+    want = scorer.similarity(scorer.encode_images(images), scorer.encode_texts(captions))
+    exported = SavedModelScorer(trainer.model_dir / "saved_model")
+    np.testing.assert_allclose(exported.similarity(exported.encode_images(images), exported.encode_texts(captions)),
+                               want, rtol=1e-5, atol=1e-6)
+    mixed = built.scorer.similarity(built.scorer.encode_images(images), built.scorer.encode_texts(captions))
+    assert np.abs(mixed - want).max() > 1e-4

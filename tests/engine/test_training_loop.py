@@ -63,8 +63,8 @@ class Managers:
 def bare_loop(num_phases=1, validations=(), **train):
     """A TrainingLoop made without __init__ (no model, scorer or train
     step): a fresh TrainingState, an SGD optimizer, no-op writers, and
-    `validate_metrics` giving {"rsum": v, ...} for each v of `validations`
-    in turn."""
+    `validate` giving {"rsum": v, ...} for each v of `validations` in
+    turn."""
     loop = object.__new__(TrainingLoop)
     loop.cfg = ExperimentConfig(model_name="test", preset="paper", model=types.SimpleNamespace(),
                                 train=TrainConfig(**train), data=DataConfig())
@@ -78,11 +78,11 @@ def bare_loop(num_phases=1, validations=(), **train):
     scores = iter(validations)
     loop.validated = 0
 
-    def validate_metrics():
+    def validate():
         loop.validated += 1
         return {"rsum": next(scores), "i2t_r1": 0.0, "t2i_r1": 0.0, "i2t_map": 0.0}
 
-    loop.validate_metrics = validate_metrics
+    loop.validate = validate
     return loop
 
 
@@ -111,7 +111,7 @@ def test_validations_keep_the_best_count_the_patience_lower_the_rate_and_stop_ea
     seen = []
     for step in (5, 10, 15, 20, 25):
         loop.state.global_step.assign(step)
-        loop._validate_and_save(loop.validate_metrics())
+        loop._validate_and_save(loop.validate())
         seen.append((float(loop.state.best_score), int(loop.state.validations_since_best),
                      int(loop.state.plateau_reductions), round(float(loop.optimizer.learning_rate), 6), loop.stop))
     assert seen == [(10.0, 0, 0, 1.0, False), (12.0, 0, 0, 1.0, False), (12.0, 1, 0, 1.0, False),
@@ -125,7 +125,7 @@ def test_validations_keep_the_best_count_the_patience_lower_the_rate_and_stop_ea
 def test_early_stopping_waits_for_the_last_phase():
     loop = bare_loop(num_phases=2, validations=[10.0, 9.0, 9.0, 9.0], early_stopping_patience=2)
     for _ in range(4):
-        loop._validate_and_save(loop.validate_metrics())
+        loop._validate_and_save(loop.validate())
     assert not loop.stop and int(loop.state.validations_since_best) == 3
 
 
