@@ -83,6 +83,7 @@ import tempfile
 from pathlib import Path
 
 import tensorflow as tf
+from tensorflow.python.saved_model import save_context
 from tensorflow.saved_model.experimental import TrackableResource
 
 from common.errors import InputError, error_reason
@@ -301,7 +302,13 @@ def export_saved_model(model, path, image_features="ims", image_provenance=None)
                              f"{extractor.dim}-d features, the model reads {model.image_dim}-d ones")
     module = (ServingModule if model.rerank_k is None else TwoStageServingModule)(
         model, image_features, image_provenance, extractor)
-    module.track_state()
+    # For inference: written-out gradients (`PackedGRU`'s) stay out.
+    options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
+    # Traced in the save's context: a tf.function traced outside it is
+    # traced again inside (the context is part of its cache key), and the
+    # signatures with a backbone take seconds each to trace.
+    with save_context.save_context(options):
+        module.track_state()
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     notice = _RenameNotice()
@@ -312,8 +319,7 @@ def export_saved_model(model, path, image_features="ims", image_provenance=None)
                 module,
                 str(staging),
                 signatures=module.signatures(),
-                # For inference: written-out gradients (`PackedGRU`'s) stay out.
-                options=tf.saved_model.SaveOptions(experimental_custom_gradients=False),
+                options=options,
             )
         except (OSError, tf.errors.OpError) as error:  # a full disk, a quota
             raise InputError(f"{path}: the SavedModel cannot be written ({error_reason(error)}); "
