@@ -145,9 +145,13 @@ class ServingModule(tf.Module):
         object graph. A Keras 3 variable there is saved as a copy of the
         tf.Variable it wraps: the session loader (TF Serving, `saved_model_cli
         run`, the C API) restores the copy while the functions read the
-        original, left uninitialised. `track_state` tracks what they read."""
+        original, left uninitialised. `track_state` tracks what they read.
+        `_extract` is the extractor's `encode_bytes` as the one function the
+        image signatures call, so that its backbone is traced once."""
         self.model = model
         self.image_extractor = image_extractor
+        self._extract = None if image_extractor is None else tf.function(
+            image_extractor.encode_bytes, input_signature=[tf.TensorSpec([None], tf.string, name="images")])
 
     def track_state(self):
         """Tracks, once every function is defined, the tf.Variables the
@@ -173,10 +177,10 @@ class ServingModule(tf.Module):
         return self.model
 
     def _encode_image_bytes(self, images):
-        return self._encode_image(self.image_extractor.encode_bytes(images))
+        return self._encode_image(self._extract(images))
 
     def _score_images(self, images, text):
-        return self._score(self.image_extractor.encode_bytes(images), text)
+        return self._score(self._extract(images), text)
 
     def _encode_text(self, text):
         return self._encoder().encode_text(self._encoder().vectorizer(text))
@@ -218,8 +222,7 @@ class TwoStageServingModule(ServingModule):
         )
         self.signature_names = self.signature_names + RERANK_SIGNATURES
         if image_extractor is not None:
-            self.extract_image_features = tf.function(
-                image_extractor.encode_bytes, input_signature=[tf.TensorSpec([None], tf.string, name="images")])
+            self.extract_image_features = self._extract
             self.signature_names = self.signature_names + ("extract_image_features",)
 
     def _encoder(self):
