@@ -84,6 +84,7 @@ import tempfile
 from pathlib import Path
 
 import tensorflow as tf
+from tensorflow.python.saved_model import save_context
 from tensorflow.saved_model.experimental import TrackableResource
 
 from common.errors import InputError, error_reason
@@ -144,9 +145,13 @@ class ServingModule(tf.Module):
         object graph. A Keras 3 variable there is saved as a copy of the
         tf.Variable it wraps: the session loader (TF Serving, `saved_model_cli
         run`, the C API) restores the copy while the functions read the
-        original, left uninitialised. `track_state` tracks what they read."""
+        original, left uninitialised. `track_state` tracks what they read.
+        `_extract` is the extractor's `encode_bytes` as the one function the
+        image signatures call, so that its backbone is traced once."""
         self.model = model
         self.image_extractor = image_extractor
+        self._extract = None if image_extractor is None else tf.function(
+            image_extractor.encode_bytes, input_signature=[tf.TensorSpec([None], tf.string, name="images")])
 
     def track_state(self):
         """Tracks, once every function is defined, the tf.Variables the
@@ -172,10 +177,10 @@ class ServingModule(tf.Module):
         return self.model
 
     def _encode_image_bytes(self, images):
-        return self._encode_image(self.image_extractor.encode_bytes(images))
+        return self._encode_image(self._extract(images))
 
     def _score_images(self, images, text):
-        return self._score(self.image_extractor.encode_bytes(images), text)
+        return self._score(self._extract(images), text)
 
     def _encode_text(self, text):
         return self._encoder().encode_text(self._encoder().vectorizer(text))
@@ -217,8 +222,7 @@ class TwoStageServingModule(ServingModule):
         )
         self.signature_names = self.signature_names + RERANK_SIGNATURES
         if image_extractor is not None:
-            self.extract_image_features = tf.function(
-                image_extractor.encode_bytes, input_signature=[tf.TensorSpec([None], tf.string, name="images")])
+            self.extract_image_features = self._extract
             self.signature_names = self.signature_names + ("extract_image_features",)
 
     def _encoder(self):
@@ -301,7 +305,13 @@ def export_saved_model(model, path):
             raise InputError(f"{path}: the recorded backbone {backbone} makes "
                              f"{extractor.dim}-d features, the model reads {features.width}-d ones")
     module = (ServingModule if model.rerank_k is None else TwoStageServingModule)(model, extractor)
-    module.track_state()
+    # For inference: written-out gradients (`PackedGRU`'s) stay out.
+    options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
+    # Traced in the save's context: a tf.function traced outside it is
+    # traced again inside (the context is part of its cache key), and the
+    # signatures with a backbone take seconds each to trace.
+    with save_context.save_context(options):
+        module.track_state()
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     notice = _RenameNotice()
@@ -312,8 +322,7 @@ def export_saved_model(model, path):
                 module,
                 str(staging),
                 signatures=module.signatures(),
-                # For inference: written-out gradients (`PackedGRU`'s) stay out.
-                options=tf.saved_model.SaveOptions(experimental_custom_gradients=False),
+                options=options,
             )
         except (OSError, tf.errors.OpError) as error:  # a full disk, a quota
             raise InputError(f"{path}: the SavedModel cannot be written ({error_reason(error)}); "
