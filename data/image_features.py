@@ -85,7 +85,10 @@ class ImageFeatures:
         if not isinstance(kind, str) or type(width) is not int or width < 1 or not isinstance(provenance, (dict, type(None))):
             raise InputError(f"{path}: image_features: a kind name, a positive width and a provenance or null; "
                              f"got {record!r}")
-        return cls(kind_name(kind), width, provenance)
+        try:
+            return cls(kind_name(kind), width, provenance)
+        except InputError as error:
+            raise InputError(f"{path}: {error}") from None
 
 
 def option_kind(name, option="--image-features"):
