@@ -236,7 +236,7 @@ def test_bad_arguments_give_one_line_errors(argv, message, capsys, tmp_path):
     (["--model", "w2vv", "--set", "model.scales=bow,bow"], "error: model config: scales must be distinct values of "),
     (["--model", "fv-gmm", "--preset", "quick", "--set", "model.tokenizer=nltk"],
      "error: model.tokenizer must be one of treebank, alnum; got 'nltk'"),
-    (["--model", "gru", "--image-features", "stages"], "error: --image-features 'fne': model 'gru' reads fc"),
+    (["--model", "gru", "--image-features", "fne"], "error: --image-features 'fne': model 'gru' reads fc"),
     (["--model", "ensemble", "--set", "model.combination=mean"],
      "error: model.combination must be one of zscore, rank, sum; got 'mean'"),
     (["--model", "rerank", "--set", "model.k=0"], "error: model.k must be >= 1; got 0"),

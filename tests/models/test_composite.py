@@ -21,7 +21,7 @@ def test_each_run_reads_the_columns_of_its_kind_in_order_of_first_appearance(tra
     assert [part.columns for part in parts] == [(0, 3120), (3120, 4400), (3120, 4400)]
     assert [part.run for part in parts] == runs
     assert [model.image_features.width for model in models] == [3120, 1280, 1280]
-    with pytest.raises(InputError, match=r"ims \(1280\) = 4400 columns; the run's features have 4401"):
+    with pytest.raises(InputError, match=r"fc \(1280\) = 4400 columns; the run's features have 4401"):
         composite.build_parts(runs, 4401)
 
 
