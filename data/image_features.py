@@ -68,10 +68,6 @@ class ImageFeatures:
     width: int
     provenance: dict | None = None
 
-    @property
-    def file_stems(self):
-        return file_stems(self.kind)
-
     def to_dict(self):
         return dataclasses.asdict(self)
 

@@ -18,7 +18,7 @@ def test_each_kind_reads_its_file_stem():
     assert file_stems("fc+fne") == ("ims", "stages")
     # A collection's own feature names are read as they are.
     assert file_stems("resnet152+audio") == ("resnet152", "audio")
-    assert ImageFeatures("fne+fc", 3488).file_stems == ("stages", "ims")
+    assert file_stems("fne+fc") == ("stages", "ims")
 
 
 @pytest.mark.parametrize("name, kind", [
