@@ -97,7 +97,10 @@ def test_image_features_by_their_old_file_name_still_evaluate_with_a_deprecation
     assert len(err.splitlines()) == 1
 
 
-def test_evaluate_rejects_bad_data_with_one_line_errors(trained, tmp_path, capsys):
+def test_evaluate_rejects_bad_data_with_one_line_errors(trained_mcnn_st, tmp_path, capsys):
+    # A run on 1280-wide features whose export holds no image backbone (its features record no provenance):
+    # each of the six commands loads the model, which for a SavedModel with a backbone takes seconds.
+    trained = trained_mcnn_st
     data = tmp_path / "data"
     data.mkdir()
     for name in ("test_caps.txt", "test_ims.npy"):

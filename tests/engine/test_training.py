@@ -237,12 +237,13 @@ def test_a_fitted_runs_dev_metrics_are_its_best_checkpoints_evaluation(fixture, 
         {key: want[key] for key in want.keys() - mean_ranks}, abs=1e-6)
 
 
-def test_a_fitted_model_is_validated_from_its_fit_without_scoring_dev_again(trained, trained_fv, monkeypatch,
-                                                                             tmp_path):
+def test_a_fitted_model_is_validated_from_its_fit_without_scoring_dev_again(trained, trained_fv, short_test_data,
+                                                                             monkeypatch, tmp_path):
     scored = []
     monkeypatch.setattr(training.Trainer, "validate", lambda trainer, built: scored.append(1))
+    # Tested on 100 images (the embedded dev split, a shorter test split): results.json is written after the test.
     argv = ["--model", "ensemble", "--model-dir", str(tmp_path / "run"), "--set", f"model.members={trained},{trained_fv}",
-            "--set", "train.validate_max_images=100"]
+            "--data", str(short_test_data), "--set", "train.validate_max_images=100"]
     assert train.main(argv, export=False) == 0
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert not scored and results["dev"]["rsum"] == pytest.approx(results["fit"]["dev_recall_sum"], abs=0.5)
