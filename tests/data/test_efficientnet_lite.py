@@ -10,6 +10,7 @@ import json
 
 import keras
 import numpy as np
+import pytest
 
 from data import backbones, efficientnet_lite, feature_extractor, provenance
 from tests.helpers import EMBEDDED_DATA, EMBEDDED_IMAGES, shared_data
@@ -33,9 +34,16 @@ def relative_errors(ours, expected):
     return np.linalg.norm(ours - expected, axis=1) / np.linalg.norm(expected, axis=1)
 
 
-def check_reproduces_embedded_features(paths):
-    extractor = feature_extractor.from_provenance(provenance.read(EMBEDDED_DATA), "fc+fne")
-    ours = extractor(paths, batch_size=8)
+@pytest.fixture(scope="module")
+def extractor():
+    """The extractor of the embedded features ([ims | stages]), rebuilt from
+    their provenance once for the tests of this file."""
+    return feature_extractor.from_provenance(provenance.read(EMBEDDED_DATA), "fc+fne")
+
+
+def check_reproduces_embedded_features(extractor, paths):
+    # Batches of 2 images (4 views): less CPU than larger ones on this network.
+    ours = extractor(paths, batch_size=2)
     expected = embedded_rows([path.name for path in paths])
     ims, stages = slice(0, 1280), slice(1280, None)
     for part in (ims, stages):
@@ -45,13 +53,13 @@ def check_reproduces_embedded_features(paths):
     np.testing.assert_allclose(ours, expected, rtol=4e-3, atol=4e-3)
 
 
-def test_keras_backbone_reproduces_the_embedded_features_of_the_sample_jpegs():
-    check_reproduces_embedded_features(sorted(EMBEDDED_IMAGES.glob("*.jpg")))
+def test_keras_backbone_reproduces_the_embedded_features_of_the_sample_jpegs(extractor):
+    check_reproduces_embedded_features(extractor, sorted(EMBEDDED_IMAGES.glob("*.jpg")))
 
 
-def test_keras_backbone_reproduces_the_embedded_features_of_the_1000_test_jpegs():
+def test_keras_backbone_reproduces_the_embedded_features_of_the_1000_test_jpegs(extractor):
     # In the default suite where the shared data is (CI): 42 s of 2 busy cores.
-    check_reproduces_embedded_features(sorted(shared_data("flickr8k_images_test").glob("*.jpg")))
+    check_reproduces_embedded_features(extractor, sorted(shared_data("flickr8k_images_test").glob("*.jpg")))
 
 
 def test_the_network_has_the_pytorch_checkpoints_weights():

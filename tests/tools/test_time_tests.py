@@ -46,7 +46,9 @@ def test_the_arguments_are_pytests_but_out():
 
 @pytest.fixture
 def suite(tmp_path):
-    """A throwaway test directory: one passing, one failing, one skipped test."""
+    """A throwaway test directory: one passing, one failing, one skipped test.
+    The tests run it with `-n 0`, in one process: else the repository's
+    pytest.ini starts two xdist workers, two more Pythons, for each run."""
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "test_good.py").write_text("import pytest\n\ndef test_good():\n    pass\n\n"
@@ -59,11 +61,11 @@ def test_a_failing_suite_is_recorded_with_its_counts_and_status(suite, tmp_path)
     out = tmp_path / "suite.json"
     output = io.StringIO()
     before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
-    status, record = time_tests.time_tests([str(suite), "-q", "-k", "not skipped"], out, output)
+    status, record = time_tests.time_tests([str(suite), "-q", "-n", "0", "-k", "not skipped"], out, output)
     assert status == record["exit_status"] == 1
     assert record["counts"] == {"failed": 1, "passed": 1, "deselected": 1}  # deselected: only in the summary line
     assert "1 failed, 1 passed, 1 deselected in " in output.getvalue()  # pytest's output, passed through
-    assert record["command"] == f"python -m pytest {suite} -q -k 'not skipped'"
+    assert record["command"] == f"python -m pytest {suite} -q -n 0 -k 'not skipped'"
     assert before <= datetime.datetime.fromisoformat(record["date"]) <= datetime.datetime.now(datetime.timezone.utc)
     assert record["wall_seconds"] > 0 and record["cpu_seconds"] > 0 and record["cores"] >= 1
     assert len(record["load_average"]) == 2 and record["python"].count(".") == 2
@@ -74,14 +76,14 @@ def test_a_failing_suite_is_recorded_with_its_counts_and_status(suite, tmp_path)
     (tmp_path / "tables.toml").write_text('[[table]]\nid = "suite"\ntest_suite = "suite.json"\n')
     tables = report.check_tables(report.read_toml(tmp_path / "tables.toml"), {}, "tables.toml")
     sentence = report.render(tables, {}, {}, "runs", str(tmp_path / "tables.toml"))["suite"]
-    assert sentence.startswith(f"`python -m pytest {suite} -q -k 'not skipped'`: failed (exit status 1): "
+    assert sentence.startswith(f"`python -m pytest {suite} -q -n 0 -k 'not skipped'`: failed (exit status 1): "
                                "1 passed, 1 failed, 1 deselected in ")
 
 
 def test_the_command_exits_with_pytests_status(suite, tmp_path, capsys):
     (suite / "test_bad.py").unlink()
     out = tmp_path / "suite.json"
-    assert time_tests.main([str(suite), "-q", "--out", str(out)]) == 0
+    assert time_tests.main([str(suite), "-q", "-n", "0", "--out", str(out)]) == 0
     assert json.loads(out.read_text())["counts"] == {"passed": 1, "skipped": 1}
     assert f"recorded in {out}: " in capsys.readouterr().err
     # An --out that cannot be written is refused before the suite runs.
@@ -93,18 +95,18 @@ def test_the_command_exits_with_pytests_status(suite, tmp_path, capsys):
 def test_out_holding_another_commands_record_is_refused_before_the_suite_runs(suite, tmp_path, capsys):
     (suite / "test_bad.py").unlink()
     out = tmp_path / "suite.json"
-    assert time_tests.main([str(suite), "-q", "--out", str(out)]) == 0
+    assert time_tests.main([str(suite), "-q", "-n", "0", "--out", str(out)]) == 0
     recorded = out.read_text()
     capsys.readouterr()
     # A run of part of the suite does not replace the whole suite's record.
     assert time_tests.main([str(suite / "test_good.py"), "--out", str(out)]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == (
-        f"error: --out {out}: holds the record of `python -m pytest {suite} -q`, which the record of "
+        f"error: --out {out}: holds the record of `python -m pytest {suite} -q -n 0`, which the record of "
         f"`python -m pytest {suite / 'test_good.py'}` would replace; give another file, or remove that one first\n")
     assert out.read_text() == recorded
     # The same command records its newer run in its place (the old record is marked, since two runs within one
     # second can write the same text).
     out.write_text(json.dumps({**json.loads(recorded), "date": "2000-01-01T00:00:00+00:00"}))
-    assert time_tests.main([str(suite), "-q", "--out", str(out)]) == 0
+    assert time_tests.main([str(suite), "-q", "-n", "0", "--out", str(out)]) == 0
     assert json.loads(out.read_text())["date"] != "2000-01-01T00:00:00+00:00"
