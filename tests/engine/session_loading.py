@@ -38,21 +38,43 @@ def signature_inputs(signature, seed=0):
     return inputs
 
 
-def session_outputs(path, calls):
-    """{call: {output name: array}, or the `tf.errors.OpError` it raised} of
-    the SavedModel at `path` in the session loader, for `calls` {call:
-    (signature name, {input name: array})}."""
-    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
-        signatures = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(path)).signature_def
+class LoadedSession:
+    """The SavedModel at `path` loaded by the session loader into a graph
+    and session of its own, kept open so that several tests run their
+    calls in one load (a run of a signature reuses the graph the session
+    pruned for it the first time); `close()` ends the session."""
+
+    def __init__(self, path):
+        self.graph = tf.Graph()
+        self.session = tf.compat.v1.Session(graph=self.graph)
+        with self.graph.as_default():
+            self.signatures = tf.compat.v1.saved_model.loader.load(self.session, ["serve"], str(path)).signature_def
+
+    def outputs(self, calls):
+        """{call: {output name: array}, or the `tf.errors.OpError` it
+        raised}, for `calls` {call: (signature name, {input name: array})}."""
         results = {}
         for call, (name, inputs) in calls.items():
-            signature = signatures[name]
+            signature = self.signatures[name]
             try:
-                results[call] = session.run({key: info.name for key, info in signature.outputs.items()},
-                                            {signature.inputs[key].name: value for key, value in inputs.items()})
+                results[call] = self.session.run({key: info.name for key, info in signature.outputs.items()},
+                                                 {signature.inputs[key].name: value for key, value in inputs.items()})
             except tf.errors.OpError as error:
                 results[call] = error
         return results
+
+    def close(self):
+        self.session.close()
+
+
+def session_outputs(path, calls):
+    """`LoadedSession.outputs` of `calls` in a session loading the
+    SavedModel at `path` for them alone."""
+    loaded = LoadedSession(path)
+    try:
+        return loaded.outputs(calls)
+    finally:
+        loaded.close()
 
 
 def python_outputs(loaded, calls):
@@ -74,16 +96,19 @@ def relative_difference(got, expected):
     return float(np.max(np.abs(got - expected), initial=0.0) / max(np.max(np.abs(expected), initial=0.0), 1e-30))
 
 
-def assert_session_loader_agrees(path, skipped=(), tolerance=1e-5):
+def assert_session_loader_agrees(path, skipped=(), tolerance=1e-5, loaded=None, session=None):
     """Every signature of the SavedModel at `path` but the `skipped` gives
     in the session loader, on `signature_inputs`, `tf.saved_model.load`'s
     outputs: the same names, dtypes and shapes, the values to `tolerance`
-    relative to the largest. Returns {signature: its largest
+    relative to the largest. `loaded` (its `tf.saved_model.load`) and
+    `session` (its `LoadedSession`), when given, are those loads of it,
+    shared with other tests. Returns {signature: its largest
     `relative_difference`}."""
-    loaded = tf.saved_model.load(str(path))
+    loaded = tf.saved_model.load(str(path)) if loaded is None else loaded
     calls = {name: (name, signature_inputs(signature)) for name, signature in loaded.signatures.items()
              if name not in skipped}
-    expected, got = python_outputs(loaded, calls), session_outputs(path, calls)
+    expected = python_outputs(loaded, calls)
+    got = session_outputs(path, calls) if session is None else session.outputs(calls)
     differences = {}
     for name, outputs in expected.items():
         assert not isinstance(got[name], Exception), f"{name}: {got[name]}"

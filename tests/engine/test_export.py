@@ -21,8 +21,7 @@ from data import feature_extractor
 from data.image_features import ImageFeatures, file_stems
 from engine.evaluation import refusal_reason
 from engine.export import IMAGE_SIGNATURES, export_saved_model
-from tests.engine.session_loading import (
-    SAVED_MODEL_CLI, assert_session_loader_agrees, python_outputs, session_outputs)
+from tests.engine.session_loading import SAVED_MODEL_CLI, LoadedSession, assert_session_loader_agrees, python_outputs
 from tests.data.test_extract_features import _save_module
 from tests.helpers import EMBEDDED_DATA, EMBEDDED_IMAGES, randomize_weights
 from tests.models.test_fne_pipelines import VARIANTS as FNE_PIPELINES, tiny
@@ -78,14 +77,38 @@ def exports(request, tmp_path_factory):
     return paths
 
 
+@pytest.fixture(scope="module")
+def loaded_once():
+    """`loaded_once(path)`: the SavedModel at `path` by `tf.saved_model.load`,
+    loaded (and each function readied at its first call) once for the
+    module's tests: seconds for an export with its backbone."""
+    return functools.cache(lambda path: tf.saved_model.load(str(path)))
+
+
+@pytest.fixture(scope="module")
+def session_once():
+    """`session_once(path)`: the SavedModel at `path` in the session loader
+    (a `LoadedSession`), loaded once for the module's tests."""
+    sessions = {}
+
+    def load(path):
+        if path not in sessions:
+            sessions[path] = LoadedSession(path)
+        return sessions[path]
+
+    yield load
+    for session in sessions.values():
+        session.close()
+
+
 def export_of(run, exports, request):
     """The SavedModel of the run fixture `run` (`exports`' for a family)."""
     return exports[run] if run in exports else request.getfixturevalue(run) / "saved_model"
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_score_images_equals_score_on_the_precomputed_features(exports, family):
-    loaded = tf.saved_model.load(str(exports[family]))
+def test_score_images_equals_score_on_the_precomputed_features(exports, loaded_once, family):
+    loaded = loaded_once(exports[family])
     kind = loaded.image_features.numpy().decode()
     features = embedded_features(kind)
     texts = tf.constant(CAPTIONS)
@@ -111,8 +134,8 @@ def test_score_images_equals_score_on_the_precomputed_features(exports, family):
     np.testing.assert_allclose(scores, loaded.score(extracted, texts).numpy(), rtol=1e-4, atol=1e-5)
 
 
-def test_the_loaded_signatures_take_named_inputs_and_a_png_is_the_same_image(exports):
-    loaded = tf.saved_model.load(str(exports["trained"]))
+def test_the_loaded_signatures_take_named_inputs_and_a_png_is_the_same_image(exports, loaded_once):
+    loaded = loaded_once(exports["trained"])
     signature = loaded.signatures["encode_image_bytes"]
     (output,) = signature(images=jpegs(SAMPLES[:1])).values()
     np.testing.assert_allclose(output.numpy(), loaded.encode_image(embedded_features("fc")[:1]).numpy(),
@@ -128,15 +151,15 @@ def test_the_loaded_signatures_take_named_inputs_and_a_png_is_the_same_image(exp
 
 
 @pytest.mark.parametrize("contents", [b"not an image", b"\xff\xd8\xff\xe0 a truncated JPEG", b""])
-def test_a_corrupt_or_non_image_input_is_an_invalid_argument_error(exports, contents):
-    loaded = tf.saved_model.load(str(exports["trained"]))
+def test_a_corrupt_or_non_image_input_is_an_invalid_argument_error(exports, loaded_once, contents):
+    loaded = loaded_once(exports["trained"])
     with pytest.raises(tf.errors.InvalidArgumentError):
         loaded.encode_image_bytes(tf.constant([SAMPLES[0].read_bytes(), contents]))
     assert loaded.encode_image_bytes(jpegs(SAMPLES[:1])).shape[0] == 1  # still serving
 
 
-def test_an_empty_batch_of_images_has_empty_encodings_and_scores(trained):
-    loaded = tf.saved_model.load(str(trained / "saved_model"))
+def test_an_empty_batch_of_images_has_empty_encodings_and_scores(trained, loaded_once):
+    loaded = loaded_once(trained / "saved_model")
     width = loaded.encode_image(embedded_features("fc")[:1]).shape[1]
     empty = tf.constant([], tf.string)
     encodings = loaded.encode_image_bytes(empty)
@@ -222,14 +245,16 @@ def test_training_records_the_features_provenance_in_config_json(trained):
 
 
 @pytest.mark.parametrize("run", [run for run in FAMILIES if run != "trained_rcn"])
-def test_the_signatures_run_in_the_session_loader_as_in_python(exports, request, run):
+def test_the_signatures_run_in_the_session_loader_as_in_python(exports, loaded_once, session_once, request, run):
     """The loader of TF Serving, `saved_model_cli run` and the C API
     restores the variables the signatures read (Keras 3's among them).
     Every signature of `trained`'s export; of the others', those that do
     not run the backbone, the same in every export. The slow test below
     checks every signature of every run, rcn's and the composites' too,
     whose graphs take minutes on 2 cores."""
-    assert_session_loader_agrees(export_of(run, exports, request), () if run == "trained" else BACKBONE_SIGNATURES)
+    export = export_of(run, exports, request)
+    assert_session_loader_agrees(export, () if run == "trained" else BACKBONE_SIGNATURES, loaded=loaded_once(export),
+                                 session=session_once(export))
 
 
 @pytest.mark.slow  # minutes on 2 cores
@@ -270,7 +295,7 @@ def test_an_export_with_a_tf_hub_backbone_runs_in_the_session_loader(tmp_path, a
     assert "score_images" in assert_session_loader_agrees(export)
 
 
-def test_bad_input_fails_in_the_session_loader_as_in_python(trained):
+def test_bad_input_fails_in_the_session_loader_as_in_python(trained, loaded_once, session_once):
     texts = np.array(CAPTIONS, dtype=object)
     calls = {
         "empty batch": ("serving_default", {"images": np.array([], dtype=object), "text": texts}),
@@ -280,7 +305,7 @@ def test_bad_input_fails_in_the_session_loader_as_in_python(trained):
                                               "text": np.array(["a dog", ""], dtype=object)}),
     }
     export = trained / "saved_model"
-    python, session = python_outputs(tf.saved_model.load(str(export)), calls), session_outputs(export, calls)
+    python, session = python_outputs(loaded_once(export), calls), session_once(export).outputs(calls)
     for outcomes in (python, session):
         assert outcomes["empty batch"]["output_0"].shape == (0, len(CAPTIONS))
         assert isinstance(outcomes["non-image"], tf.errors.InvalidArgumentError)

@@ -21,7 +21,7 @@ import pytest
 import tensorflow as tf
 
 from engine import arguments, evaluation
-from tests.engine.session_loading import SAVED_MODEL_CLI, session_outputs
+from tests.engine.session_loading import SAVED_MODEL_CLI, LoadedSession
 from tests.helpers import EMBEDDED_IMAGES, REPO
 
 # How far the scores of the JPEGs are from those of the stored features,
@@ -85,17 +85,25 @@ def loaded(trained):
     return tf.saved_model.load(str(trained / "saved_model"))
 
 
+@pytest.fixture(scope="module")
+def session(trained):
+    """The export in the session loader, loaded once for the module's tests."""
+    loaded = LoadedSession(trained / "saved_model")
+    yield loaded
+    loaded.close()
+
+
 def python_scores(loaded, photos, captions):
     """`serving_default` of the export in `tf.saved_model.load`."""
     return loaded.signatures["serving_default"](images=tf.constant(photos), text=tf.constant(captions))["output_0"].numpy()
 
 
-def run_session_loader(export, photos, captions, documented, folder):
+def run_session_loader(export, session, photos, captions, documented, folder):
     inputs = {"images": np.array(photos, dtype=object), "text": np.array(captions, dtype=object)}
-    return session_outputs(export, {"scores": ("serving_default", inputs)})["scores"]["output_0"]
+    return session.outputs({"scores": ("serving_default", inputs)})["scores"]["output_0"]
 
 
-def run_saved_model_cli(export, photos, captions, documented, folder):
+def run_saved_model_cli(export, session, photos, captions, documented, folder):
     """The page's `saved_model_cli run`, on this export, photos and captions."""
     argv = documented_command("saved_model_cli")
     argv[0] = SAVED_MODEL_CLI
@@ -106,15 +114,15 @@ def run_saved_model_cli(export, photos, captions, documented, folder):
     return np.load(folder / argv[argv.index("--outdir") + 1] / "output_0.npy")
 
 
-def run_hub_load(export, photos, captions, documented, folder):
+def run_hub_load(export, session, photos, captions, documented, folder):
     return python_scores(documented[0]["module"], photos, captions)
 
 
-def run_hub_keras_layer(export, photos, captions, documented, folder):
+def run_hub_keras_layer(export, session, photos, captions, documented, folder):
     return documented[0]["hub_scorer"]({"images": tf.constant(photos), "text": tf.constant(captions)}).numpy()
 
 
-def run_keras_tfsm_layer(export, photos, captions, documented, folder):
+def run_keras_tfsm_layer(export, session, photos, captions, documented, folder):
     return np.asarray(documented[0]["keras_scorer"]([tf.constant(photos), tf.constant(captions)]))
 
 
@@ -131,10 +139,10 @@ def clear_rows(scores, is_true, margin):
 
 @pytest.mark.parametrize("consumer", CONSUMERS)
 def test_a_consumer_scores_as_python_and_ranks_own_captions_as_evaluate(consumer, trained, documented, evaluated,
-                                                                        loaded, tmp_path):
+                                                                        loaded, session, tmp_path):
     split, evaluated_scores = evaluated
     photos = [(EMBEDDED_IMAGES / name).read_bytes() for name in split.image_ids]
-    scores = CONSUMERS[consumer](trained / "saved_model", photos, split.captions, documented, tmp_path)
+    scores = CONSUMERS[consumer](trained / "saved_model", session, photos, split.captions, documented, tmp_path)
     expected = python_scores(loaded, photos, split.captions)
     assert scores.dtype == np.float32 and scores.shape == (len(photos), len(split.captions))
     np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
@@ -150,14 +158,14 @@ def test_a_consumer_scores_as_python_and_ranks_own_captions_as_evaluate(consumer
     np.testing.assert_array_equal(t2i[captions], evaluated_t2i[captions])
 
 
-def test_the_documented_tf_serving_requests_score_in_the_session_loader(trained, documented, loaded):
+def test_the_documented_tf_serving_requests_score_in_the_session_loader(trained, documented, loaded, session):
     namespace, folder = documented
     body, request = json.loads((folder / "request.json").read_text()), namespace["request"]
     rest = {"images": np.array([base64.b64decode(image["b64"]) for image in body["inputs"]["images"]], dtype=object),
             "text": np.array(body["inputs"]["text"], dtype=object)}
     grpc = {name: tf.make_ndarray(tensor) for name, tensor in request.inputs.items()}
-    results = session_outputs(trained / "saved_model", {"rest": (body["signature_name"], rest),
-                                                        "grpc": (request.model_spec.signature_name, grpc)})
+    results = session.outputs({"rest": (body["signature_name"], rest),
+                               "grpc": (request.model_spec.signature_name, grpc)})
     expected = python_scores(loaded, namespace["photos"], namespace["captions"])
     assert expected.shape == (8, 2)
     for name in ("rest", "grpc"):

@@ -57,9 +57,11 @@ def test_projector_holds_the_encodings_metadata_and_sprite(trained, sample_data,
     assert np.all(sprite[-48:, -48:] == 235)  # a caption's blank tile
 
 
-def test_pairwise_model_skips_the_projector(trained_mcnn_st, tmp_path, capsys):
+def test_pairwise_model_skips_the_projector(trained_mcnn_st, sample_data, tmp_path, capsys):
     logdir = tmp_path / "projector"
-    assert evaluate.main(["--model-dir", str(trained_mcnn_st), "--projector", str(logdir)]) == 0
+    # On the 8 sample images: the pairwise model scores each of their 40 captions with each.
+    assert evaluate.main(["--model-dir", str(trained_mcnn_st), "--data", str(sample_data), "--projector",
+                          str(logdir)]) == 0
     assert "--projector skipped" in capsys.readouterr().err and not logdir.exists()
 
 

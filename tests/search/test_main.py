@@ -3,6 +3,8 @@ page (opened in headless Chromium), and every bad input of the issue: one
 `error:` line and exit status 2, before any encoding, and an existing
 index never left half-overwritten."""
 
+import contextlib
+import io
 import json
 import re
 import shutil
@@ -33,14 +35,27 @@ def error_line(err):
     return lines[0]
 
 
+@pytest.fixture(scope="module")
+def built_image_index(exports, photos, tmp_path_factory):
+    """`python -m search index` of `photos` with the cosine export, run
+    once for the module's tests (its printed lines checked here)."""
+    out = tmp_path_factory.mktemp("built") / "photos.index"
+    printed, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(err):
+        status = main(["index", "--saved-model", str(exports["cosine"]), "--images", str(photos), "--out", str(out)])
+    assert status == 0, err.getvalue()
+    assert printed.getvalue() == f"{out}: 11 images, 2 skipped (listed in index.json)\n"
+    assert "skipped a/broken.jpg: not a decodable JPEG/PNG image (Unknown image file format" in err.getvalue()
+    assert "skipped empty.jpeg: not a decodable JPEG/PNG image" in err.getvalue()
+    return out
+
+
 @pytest.fixture
-def image_index(exports, photos, tmp_path, capsys):
+def image_index(built_image_index, tmp_path):
+    """A copy of `built_image_index` of the test's own (an index records
+    no path of its own), to query, damage or build again."""
     out = tmp_path / "photos.index"
-    status, printed, err = run(capsys, "index", "--saved-model", exports["cosine"], "--images", photos, "--out", out)
-    assert status == 0, err
-    assert printed == f"{out}: 11 images, 2 skipped (listed in index.json)\n"
-    assert "skipped a/broken.jpg: not a decodable JPEG/PNG image (Unknown image file format" in err
-    assert "skipped empty.jpeg: not a decodable JPEG/PNG image" in err
+    shutil.copytree(built_image_index, out)
     return out
 
 

@@ -33,9 +33,16 @@ def stages(tmp_path_factory):
             "two_stage": save(HandTwoStageExport(first, second, K), root / "two_stage")}
 
 
-def stage_scores(stages, stage, images, texts):
+@pytest.fixture(scope="module")
+def stage_exports(stages):
+    """{first, second: the stage's own export by `tf.saved_model.load`},
+    loaded once for the module's tests."""
+    return {stage: tf.saved_model.load(str(stages[stage])) for stage in ("first", "second")}
+
+
+def stage_scores(stage_exports, stage, images, texts):
     """[n_texts, n_images] scores of one stage's own export, in NumPy."""
-    loaded = tf.saved_model.load(str(stages[stage]))
+    loaded = stage_exports[stage]
     image_encodings = loaded.encode_image(images).numpy()
     text_encodings = loaded.encode_text(tf.constant(texts)).numpy()
     return similarity_matrix("cosine" if stage == "first" else "pairwise", image_encodings, text_encodings).T
@@ -64,14 +71,14 @@ def sample_images():
 
 
 @pytest.mark.parametrize("approximate", ["never", "always"])
-def test_an_image_index_ranks_as_a_numpy_re_ranking_of_each_stages_scores(stages, approximate, tmp_path):
+def test_an_image_index_ranks_as_a_numpy_re_ranking_of_each_stages_scores(stages, stage_exports, approximate, tmp_path):
     index = Index.build(stages["two_stage"], tmp_path / "index", images=EMBEDDED_IMAGES, approximate=approximate)
     assert index.rerank_k == K and index.metric == "cosine"
     assert bool(index.manifest["approximate"]) == (approximate == "always")
     ids, features = sample_images()
     queries = [*LISTED_TOP_3, OUTSIDE, "two dogs play in the grass"]
-    rankings, scores = numpy_re_ranking(stage_scores(stages, "first", features, queries),
-                                        stage_scores(stages, "second", features, queries), K)
+    rankings, scores = numpy_re_ranking(stage_scores(stage_exports, "first", features, queries),
+                                        stage_scores(stage_exports, "second", features, queries), K)
     results = index.search(queries, k=len(ids))
     assert [[hit.id for hit in hits] for hits in results] == [[ids[j] for j in row] for row in rankings]
     np.testing.assert_allclose([[hit.score for hit in hits] for hits in results], scores, rtol=1e-5, atol=1e-4)
@@ -79,12 +86,12 @@ def test_an_image_index_ranks_as_a_numpy_re_ranking_of_each_stages_scores(stages
     assert [hit.id for hit in index.search(OUTSIDE, k=2)] == [ids[j] for j in rankings[queries.index(OUTSIDE)][:2]]
 
 
-def test_the_sample_images_top_3_is_the_second_stages_where_the_lists_hold_it(stages, tmp_path):
+def test_the_sample_images_top_3_is_the_second_stages_where_the_lists_hold_it(stages, stage_exports, tmp_path):
     two_stages = Index.build(stages["two_stage"], tmp_path / "two_stages", images=EMBEDDED_IMAGES)
     second_alone = Index.build(stages["second"], tmp_path / "second", images=EMBEDDED_IMAGES)
     _, features = sample_images()
-    first = stage_scores(stages, "first", features, LISTED_TOP_3)
-    second = stage_scores(stages, "second", features, LISTED_TOP_3)
+    first = stage_scores(stage_exports, "first", features, LISTED_TOP_3)
+    second = stage_scores(stage_exports, "second", features, LISTED_TOP_3)
     for first_row, second_row in zip(first, second):
         assert set(np.argsort(-second_row)[:3]) <= set(np.argsort(-first_row, kind="stable")[:K])
     for got, alone in zip(two_stages.search(LISTED_TOP_3, k=3), second_alone.search(LISTED_TOP_3, k=3)):
@@ -92,11 +99,11 @@ def test_the_sample_images_top_3_is_the_second_stages_where_the_lists_hold_it(st
         np.testing.assert_allclose([hit.score for hit in got], [hit.score for hit in alone], rtol=1e-5)
 
 
-def test_a_right_answer_outside_the_list_comes_after_it_in_the_first_stages_order(stages, tmp_path):
+def test_a_right_answer_outside_the_list_comes_after_it_in_the_first_stages_order(stages, stage_exports, tmp_path):
     index = Index.build(stages["two_stage"], tmp_path / "index", images=EMBEDDED_IMAGES)
     ids, features = sample_images()
-    first = stage_scores(stages, "first", features, [OUTSIDE])[0]
-    second = stage_scores(stages, "second", features, [OUTSIDE])[0]
+    first = stage_scores(stage_exports, "first", features, [OUTSIDE])[0]
+    second = stage_scores(stage_exports, "second", features, [OUTSIDE])[0]
     first_order = np.argsort(-first, kind="stable")
     best = int(np.argmax(second))
     assert list(first_order).index(best) == 6  # the first stage's 7th: outside its list of 4
@@ -106,13 +113,13 @@ def test_a_right_answer_outside_the_list_comes_after_it_in_the_first_stages_orde
     assert max(hit.score for hit in hits[K:]) < min(hit.score for hit in hits[:K])
 
 
-def test_a_caption_index_is_re_ranked_for_image_features(stages, tmp_path):
+def test_a_caption_index_is_re_ranked_for_image_features(stages, stage_exports, tmp_path):
     captions = tmp_path / "captions.txt"
     captions.write_text("".join(f"{caption}\n" for caption in CAPTIONS))
     index = Index.build(stages["two_stage"], tmp_path / "index", captions=captions)
     _, features = sample_images()
-    first = stage_scores(stages, "first", features, CAPTIONS).T
-    second = stage_scores(stages, "second", features, CAPTIONS).T
+    first = stage_scores(stage_exports, "first", features, CAPTIONS).T
+    second = stage_scores(stage_exports, "second", features, CAPTIONS).T
     rankings, scores = numpy_re_ranking(first, second, K)
     # "a dog runs" is on lines 1 and 2: equal scores in both stages, both listed for some image.
     assert any({0, 1} <= set(row[:K]) for row in rankings)

@@ -8,10 +8,37 @@ import pytest
 from common import machine
 from common.errors import InputError
 from data.readers import RetrievalSplit
+from tests.helpers import EMBEDDED_DATA
 from tools import bench, timing
 
 FAMILIES = ("fisher_vectors", "fne_pipelines", "mcnn", "rcn", "vse", "w2vv")
 TINY = ["--set", "model.word_dim=8", "--set", "model.embed_dim=16", "--steps", "2", "--warmup", "1"]
+
+
+def cut_splits(folder, images):
+    """A dataset folder (precomp) of the embedded data's splits, those of `images`
+    ({split: n}) cut to their first n images and their captions (5 an
+    image), the other files linked. A benchmark builds its vocabulary and
+    batches from the training captions, which for the whole embedded
+    split (30,000) take seconds to tokenize."""
+    folder.mkdir()
+    for path in EMBEDDED_DATA.iterdir():
+        if path.name.split("_")[0] not in images:
+            (folder / path.name).symlink_to(path.resolve())
+    for split, n in images.items():
+        ids = (EMBEDDED_DATA / f"{split}_ids.txt").read_text().splitlines()[:n]
+        captions = (EMBEDDED_DATA / f"{split}_caps.txt").read_text().splitlines()[: 5 * n]
+        (folder / f"{split}_ids.txt").write_text("\n".join(ids) + "\n")
+        (folder / f"{split}_caps.txt").write_text("\n".join(captions) + "\n")
+        for features in EMBEDDED_DATA.glob(f"{split}_*.npy"):
+            np.save(folder / features.name, np.load(features)[:n])
+    return folder
+
+
+@pytest.fixture(scope="module")
+def short_training_data(tmp_path_factory):
+    """The embedded data with a training split of its first 200 images."""
+    return cut_splits(tmp_path_factory.mktemp("data") / "short_training", {"train": 200})
 
 
 def read_record(path):
@@ -70,18 +97,22 @@ def test_bench_times_the_up_front_data_checks(tmp_path, capsys):
 
 def test_bench_times_evaluation(tmp_path, capsys):
     record_file = tmp_path / "bench.json"
-    argv = ["--model", "gru", "--preset", "quick", *TINY, "--eval-split", "dev", "--record", str(record_file)]
+    data = cut_splits(tmp_path / "data", {"train": 200, "dev": 100})
+    argv = ["--model", "gru", "--preset", "quick", *TINY, "--set", f"data.path={data}", "--eval-split", "dev",
+            "--record", str(record_file)]
     assert bench.main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     assert read_record(record_file)["reports"] == [report]  # one report: a list of one
-    assert report["eval_images"] == 1000 and report["eval_captions"] == 5000 and report["eval_seconds"] > 0
+    # The whole dev split: its 100 images and their 500 captions.
+    assert report["eval_images"] == 100 and report["eval_captions"] == 500 and report["eval_seconds"] > 0
     assert report["isa"] == str(machine.instruction_set())  # which kernels the figures ran on
 
 
-def test_bench_times_the_evaluation_of_an_ensemble_at_a_larger_size(trained_mcnn_members, short_test_data, capsys):
+def test_bench_times_the_evaluation_of_an_ensemble_at_a_larger_size(trained_mcnn_members, tmp_path, capsys):
     members = ",".join(str(trained_mcnn_members[v]) for v in ("wd", "phs", "phl", "st"))
+    data = cut_splits(tmp_path / "data", {"train": 200, "test": 100})  # 150 images: the test split repeated
     argv = ["--model", "mcnn-ens", "--preset", "quick", "--eval-only", "--eval-images", "150",
-            "--set", f"data.path={short_test_data}", "--set", f"model.members={members}"]
+            "--set", f"data.path={data}", "--set", f"model.members={members}"]
     assert bench.main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["eval_images"] == 150 and report["eval_captions"] == 750 and "train_step_ms" not in report
@@ -119,26 +150,30 @@ def test_a_whole_run_is_its_epochs_of_training_and_validations():
     assert bench.whole_run_hours(report) == 1.3
 
 
-def test_the_validation_stage_validates_the_presets_dev_cut():
+def test_the_validation_stage_validates_the_presets_dev_cut(short_training_data):
     args = bench.parse_args(["--cost", "--model", "gru", "--preset", "quick", *TINY,
-                             "--set", "train.validate_max_images=50"])
+                             "--set", "train.validate_max_images=50", "--set", f"data.path={short_training_data}"])
     report = bench.cost_stage("validate", "gru", args)
     assert report["validate_images"] == 50 and report["validate_seconds"] > 0 and report["validate_peak_rss_mb"] > 0
 
 
-def test_the_cost_of_a_phased_preset_counts_every_phase():
+def test_the_cost_of_a_phased_preset_counts_every_phase(short_training_data):
     # poe's paper preset: 2 phases of 200 epochs, 200 in all (Vilalta et al. cap a run at 200 epochs).
     from engine.training import epochs_at_most
+    from models import registry
     from tools.timing import untrained_model
 
-    config, _, model = untrained_model("poe", "paper", ["model.embed_dim=16"])
+    overrides = ["model.embed_dim=16", f"data.path={short_training_data}"]
+    config, _, model = untrained_model("poe", "paper", overrides)
     assert model.num_phases == 2 and epochs_at_most(model, config.train) == 200
-    config, _, model = untrained_model("poe", "paper", ["model.embed_dim=16", "train.epochs_in_all=null"])
+    # Without the cap (the same model: the option is the trainer's).
+    config = registry.get("poe").experiment("paper", [*overrides, "train.epochs_in_all=null"])
     assert epochs_at_most(model, config.train) == 400
 
 
-def test_bench_cost_of_a_fitted_model_has_no_training_stage():
-    args = bench.parse_args(["--cost", "--model", "fv-mean", "--preset", "paper"])
+def test_bench_cost_of_a_fitted_model_has_no_training_stage(short_training_data):
+    args = bench.parse_args(["--cost", "--model", "fv-mean", "--preset", "paper", "--set",
+                             f"data.path={short_training_data}"])
     assert bench.cost_stage("train", "fv-mean", args) == {}  # no gradient steps; its family benchmark times the fit
 
 
@@ -158,8 +193,8 @@ def test_a_repeated_split_keeps_each_images_captions():
     np.testing.assert_array_equal(repeated.caption_image, [0, 1, 1, 2, 3, 4, 4])
 
 
-def test_bench_times_a_saved_models_caption_encoding(trained_fv, tmp_path, capsys):
-    assert bench.main(["--encode", str(trained_fv / "saved_model"), "--record", str(tmp_path / "encode.json")]) == 0
+def test_bench_times_a_saved_models_caption_encoding(trained, tmp_path, capsys):
+    assert bench.main(["--encode", str(trained / "saved_model"), "--record", str(tmp_path / "encode.json")]) == 0
     report = json.loads(capsys.readouterr().out)
     assert read_record(tmp_path / "encode.json")["reports"] == [report]
     assert report["captions"] == 5000 and report["captions_per_s"] > 0
@@ -198,7 +233,8 @@ def test_every_numeric_argument_of_the_benchmarks_is_range_checked(capsys):
         assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f"argument {message}"), argv
 
 
-def test_bench_times_a_two_stage_model_on_its_listed_pairs(trained, trained_mcnn_ens, monkeypatch):
+def test_bench_times_a_two_stage_model_on_its_listed_pairs(trained, trained_mcnn_ens, short_training_data,
+                                                           monkeypatch):
     # 20 images and their 100 captions, lists of k = 5: the second stage scores (20 + 100) x 5 = 600
     # pairs, not the 2,000 of the whole matrix.
     import dataclasses
@@ -215,14 +251,16 @@ def test_bench_times_a_two_stage_model_on_its_listed_pairs(trained, trained_mcnn
 
     monkeypatch.setattr(evaluation, "rank_two_stage", counting)
     args = bench.parse_args(["--model", "rerank", "--eval-only", "--eval-images", "20",
-                             "--set", f"model.members={trained},{trained_mcnn_ens}", "--set", "model.k=5"])
+                             "--set", f"model.members={trained},{trained_mcnn_ens}", "--set", "model.k=5",
+                             "--set", f"data.path={short_training_data}"])
     report = bench.measure("rerank", args)
     assert (report["eval_images"], report["eval_captions"], report["rerank_k"]) == (20, 100, 5)
     assert sum(scored) == 600
 
 
-def test_bench_asks_an_untrained_two_stage_model_for_its_list_length(trained, trained_mcnn_ens):
+def test_bench_asks_an_untrained_two_stage_model_for_its_list_length(trained, trained_mcnn_ens, short_training_data):
     args = bench.parse_args(["--model", "rerank", "--eval-only", "--eval-images", "20",
-                             "--set", f"model.members={trained},{trained_mcnn_ens}"])
+                             "--set", f"model.members={trained},{trained_mcnn_ens}",
+                             "--set", f"data.path={short_training_data}"])
     with pytest.raises(InputError, match="no list length chosen on dev; give it one, e.g. --set model.k=20"):
         bench.measure("rerank", args)

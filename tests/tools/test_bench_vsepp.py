@@ -8,10 +8,18 @@ from pathlib import Path
 import pytest
 
 from common import machine
+from tests.tools.test_bench import cut_splits
 from tools import bench_vsepp
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--set", "model.word_dim=8", "--set", "model.embed_dim=16", "--steps", "2", "--warmup", "1"]
+
+
+@pytest.fixture(scope="module")
+def short_training_data(tmp_path_factory):
+    """The embedded data with a training split of 200 images: the zoo's
+    side builds its vocabulary and batches from it."""
+    return cut_splits(tmp_path_factory.mktemp("data") / "short_training", {"train": 200})
 
 
 def test_vsepp_comparison_needs_a_vse_model(tmp_path, capsys):
@@ -21,8 +29,8 @@ def test_vsepp_comparison_needs_a_vse_model(tmp_path, capsys):
     )
 
 
-def test_vsepp_comparison_needs_pytorch_and_a_clone_of_vsepp(tmp_path, capsys):
-    assert bench_vsepp.main([str(tmp_path), "--model", "gru", *TINY]) == 2
+def test_vsepp_comparison_needs_pytorch_and_a_clone_of_vsepp(short_training_data, tmp_path, capsys):
+    assert bench_vsepp.main([str(tmp_path), "--model", "gru", *TINY, "--set", f"data.path={short_training_data}"]) == 2
     error = capsys.readouterr().err.strip()
     # Without PyTorch, that; with it, the missing clone.
     assert error in ("error: VSE++ needs PyTorch: pip install torch (a CPU build will do)",
@@ -82,9 +90,10 @@ def _fake_clone(tmp_path, monkeypatch, model_py):
     return clone
 
 
-def test_vsepp_comparison_records_its_report(tmp_path, monkeypatch, capsys):
+def test_vsepp_comparison_records_its_report(short_training_data, tmp_path, monkeypatch, capsys):
     clone = _fake_clone(tmp_path, monkeypatch, FAKE_VSEPP_MODEL)
-    argv = [str(clone), *TINY, "--steps", "1", "--warmup", "0", "--rounds", "1"]
+    argv = [str(clone), *TINY, "--set", f"data.path={short_training_data}", "--steps", "1", "--warmup", "0",
+            "--rounds", "1"]
     assert bench_vsepp.main([*argv, "--record", str(tmp_path / "vsepp.json")]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["model"] == "gru" and len(report["rounds_pairs_per_s"]) == 1
@@ -95,17 +104,19 @@ def test_vsepp_comparison_records_its_report(tmp_path, monkeypatch, capsys):
     assert record["reports"] == [report]
     # The clone, outside the repository, is <dir>/NAME: no folder of this machine.
     assert record["command"] == (f"python -m tools.bench_vsepp '<dir>/{clone.name}' {' '.join(TINY)} "
-                                 "--steps 1 --warmup 0 --rounds 1")
+                                 "--set 'data.path=<dir>/short_training' --steps 1 --warmup 0 --rounds 1")
 
 
 @pytest.mark.parametrize("model_py, missing", [
     ("class Model:\n    pass\n", "VSE class"),
     (FAKE_VSEPP_MODEL.replace("def train_emb", "def train_embedding"), "VSE.train_emb"),
 ])
-def test_a_clone_without_what_the_comparison_calls_is_named_in_one_line(tmp_path, monkeypatch, capsys, model_py,
-                                                                         missing):
+def test_a_clone_without_what_the_comparison_calls_is_named_in_one_line(short_training_data, tmp_path, monkeypatch,
+                                                                         capsys, model_py, missing):
     clone = _fake_clone(tmp_path, monkeypatch, model_py)
-    assert bench_vsepp.main([str(clone), *TINY, "--steps", "1", "--warmup", "0", "--rounds", "1"]) == 2
+    argv = [str(clone), *TINY, "--set", f"data.path={short_training_data}", "--steps", "1", "--warmup", "0",
+            "--rounds", "1"]
+    assert bench_vsepp.main(argv) == 2
     out, err = capsys.readouterr()
     assert [line for line in err.splitlines() if line.startswith("error:")] == [
         f"error: {clone / 'model.py'}: has no {missing} (VSEPP_CLONE is a clone of github.com/fartashf/vsepp)"
@@ -128,7 +139,7 @@ class cuda:
 """
 
 
-def test_a_clone_whose_model_py_fails_to_import_ends_the_command_with_its_error(tmp_path):
+def test_a_clone_whose_model_py_fails_to_import_ends_the_command_with_its_error(short_training_data, tmp_path):
     """VSE++'s process dies importing the clone's model.py: the command ends
     (it used to wait forever for the dead worker) with exit 2 and one line
     naming model.py, its line and the exception."""
@@ -138,8 +149,8 @@ def test_a_clone_whose_model_py_fails_to_import_ends_the_command_with_its_error(
     (fake / "torch").mkdir(parents=True)
     (fake / "torch" / "__init__.py").write_text(FAKE_TORCH)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake), str(REPO)]), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    argv = [sys.executable, "-m", "tools.bench_vsepp", str(clone), *TINY, "--steps", "1", "--warmup", "0",
-            "--rounds", "1"]
+    argv = [sys.executable, "-m", "tools.bench_vsepp", str(clone), *TINY, "--set", f"data.path={short_training_data}",
+            "--steps", "1", "--warmup", "0", "--rounds", "1"]
     began = time.monotonic()
     done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
