@@ -272,3 +272,23 @@ def run_config_json(experiment, width=1280):
     """The config.json train.py writes for a run of the `ExperimentConfig`
     `experiment` on `width`-wide features of its kind."""
     return RunConfig(experiment, ImageFeatures(experiment.data.image_features, width)).to_json()
+
+
+def cut_splits(folder, images):
+    """A dataset folder (precomp) of the embedded data's splits, those of `images`
+    ({split: n}) cut to their first n images and their captions (5 an
+    image), the other files linked. A benchmark builds its vocabulary and
+    batches from the training captions, which for the whole embedded
+    split (30,000) take seconds to tokenize."""
+    folder.mkdir()
+    for path in EMBEDDED_DATA.iterdir():
+        if path.name.split("_")[0] not in images:
+            (folder / path.name).symlink_to(path.resolve())
+    for split, n in images.items():
+        ids = (EMBEDDED_DATA / f"{split}_ids.txt").read_text().splitlines()[:n]
+        captions = (EMBEDDED_DATA / f"{split}_caps.txt").read_text().splitlines()[: 5 * n]
+        (folder / f"{split}_ids.txt").write_text("\n".join(ids) + "\n")
+        (folder / f"{split}_caps.txt").write_text("\n".join(captions) + "\n")
+        for features in EMBEDDED_DATA.glob(f"{split}_*.npy"):
+            np.save(folder / features.name, np.load(features)[:n])
+    return folder

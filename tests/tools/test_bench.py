@@ -8,31 +8,11 @@ import pytest
 from common import machine
 from common.errors import InputError
 from data.readers import RetrievalSplit
-from tests.helpers import EMBEDDED_DATA
+from tests.helpers import cut_splits
 from tools import bench, timing
 
 FAMILIES = ("fisher_vectors", "fne_pipelines", "mcnn", "rcn", "vse", "w2vv")
 TINY = ["--set", "model.word_dim=8", "--set", "model.embed_dim=16", "--steps", "2", "--warmup", "1"]
-
-
-def cut_splits(folder, images):
-    """A dataset folder (precomp) of the embedded data's splits, those of `images`
-    ({split: n}) cut to their first n images and their captions (5 an
-    image), the other files linked. A benchmark builds its vocabulary and
-    batches from the training captions, which for the whole embedded
-    split (30,000) take seconds to tokenize."""
-    folder.mkdir()
-    for path in EMBEDDED_DATA.iterdir():
-        if path.name.split("_")[0] not in images:
-            (folder / path.name).symlink_to(path.resolve())
-    for split, n in images.items():
-        ids = (EMBEDDED_DATA / f"{split}_ids.txt").read_text().splitlines()[:n]
-        captions = (EMBEDDED_DATA / f"{split}_caps.txt").read_text().splitlines()[: 5 * n]
-        (folder / f"{split}_ids.txt").write_text("\n".join(ids) + "\n")
-        (folder / f"{split}_caps.txt").write_text("\n".join(captions) + "\n")
-        for features in EMBEDDED_DATA.glob(f"{split}_*.npy"):
-            np.save(folder / features.name, np.load(features)[:n])
-    return folder
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from common import machine
-from tests.tools.test_bench import cut_splits
+from tests.helpers import cut_splits
 from tools import bench_vsepp
 
 REPO = Path(__file__).resolve().parents[2]
