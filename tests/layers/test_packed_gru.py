@@ -59,8 +59,12 @@ def test_outputs_and_gradients_equal_the_padded_keras_gru(lengths, steps, reset_
     padded, packed = twin_layers(x, mask, reset_after=reset_after)
     assert_same(padded, packed, x, mask, training=True)  # the written-out backward pass
     assert_same(padded, packed, x, mask)  # autodiff of the loop
-    # Under tf.function, with a batch of another width, as in training.
-    traced = tf.function(lambda a, b: packed(a, mask=b), reduce_retracing=True)
+    # Under tf.function, with a batch of another width, as in training:
+    # one trace for every width and length, as a training step retraced
+    # for them (`reduce_retracing`) ends up with.
+    traced = tf.function(lambda a, b: packed(a, mask=b),
+                         input_signature=[tf.TensorSpec([None, None, x.shape[-1]]),
+                                          tf.TensorSpec([None, None], tf.bool)])
     other, other_mask = batch([2, 3], 3)
     np.testing.assert_allclose(traced(other, other_mask), padded(other, mask=other_mask), atol=1e-5)
     np.testing.assert_allclose(traced(x, mask), padded(x, mask=mask), atol=1e-5)

@@ -30,7 +30,7 @@ def test_encoder_layer_contract():
     # The literal routing's can nearly cancel on random weights (about one
     # draw in three here), amplifying rounding without bound; its values
     # are checked in float32 against the transcription below.
-    run_layer_test(RecurrentCapsuleEncoder, {"units": 6, "num_capsules": 3, "recursions": 2, "regularization": 0.05,
+    run_layer_test(RecurrentCapsuleEncoder, {"units": 6, "num_capsules": 2, "recursions": 1, "regularization": 0.05,
                                              "routing": "nonnegative"},
                    (words(), tf.constant(MASK)), expected_output_shape=(3, 6))
 
@@ -100,10 +100,13 @@ def test_packed_capsule_grus_train_the_encoder_as_the_padded_loop_on_real_captio
     """In training on real captions of mixed lengths (all T + 1 passes, the
     routing and the regulariser), the capsule GRUs computing real words
     only give the encodings, loss and gradients (word vectors and every
-    weight) of the padded loop of eqs. 1-4 (`padded_loop`), at 1e-5."""
+    weight) of the padded loop of eqs. 1-4 (`padded_loop`), at 1e-5. Two
+    capsules and two recursions: a middle pass whose mask GRUs read masked
+    words and feed the next pass's masks, as in the paper's five passes."""
     spec = registry.get("rcn")
-    config = spec.experiment("paper", ["model.word_dim=8", "model.embed_dim=16", f"model.routing={routing}"])
-    captions = readers.load_precomp(EMBEDDED_DATA, "dev").captions[:24]
+    config = spec.experiment("paper", ["model.word_dim=8", "model.embed_dim=16", "model.num_capsules=2",
+                                       "model.recursions=2", f"model.routing={routing}"])
+    captions = readers.load_precomp(EMBEDDED_DATA, "dev").captions[:12]
     vocabulary = ["<pad>", "<unk>", *sorted({w for c in captions for w in c.lower().split()})]
     keras.utils.set_random_seed(0)
     model = spec.build_model(config.model, vocabulary, ImageFeatures("fc", 12))
@@ -213,8 +216,10 @@ def test_nonnegative_routing_keeps_masks_in_0_1_on_real_data():
 def test_lambda_is_scaled_with_the_ranking_loss(hinge, reduction, scale):
     """The training loss is pair_loss + scale * lambda * mean_b V, with scale
     1 for the paper's loss (eq. 15), B - 1 for the sum of hinges, times B
-    for a sum over the batch (B = 8 here)."""
-    model = tiny("rcn", f"model.hinge={hinge}", f"model.loss_reduction={reduction}")
+    for a sum over the batch (B = 8 here). Two capsules and one recursion:
+    the regulariser's smallest encoder, cheap to trace."""
+    model = tiny("rcn", f"model.hinge={hinge}", f"model.loss_reduction={reduction}", "model.num_capsules=2",
+                 "model.recursions=1")
     images, token_ids = batch(size=8)
     image_index = tf.range(8, dtype=tf.int64)
     image_encodings, text_encodings = model.encode_image(images), model.encode_text(token_ids)

@@ -252,8 +252,14 @@ def test_presets_land_in_the_written_config(trained_w2vv):
     assert len(vocabulary["tokens"]) == len(vocabulary["counts"])
 
 
-def test_export_scores_by_cosine_between_predicted_and_real_features(trained_w2vv):
-    loaded = tf.saved_model.load(str(trained_w2vv / "saved_model"))
+@pytest.fixture(scope="module")
+def w2vv_export(trained_w2vv):
+    """The run's SavedModel, loaded once for the tests that read it."""
+    return scoring.SavedModelScorer(trained_w2vv / "saved_model")
+
+
+def test_export_scores_by_cosine_between_predicted_and_real_features(w2vv_export):
+    loaded = w2vv_export.loaded
     features = load_precomp(EMBEDDED_DATA, "test").images[:3]
     texts = tf.constant(["a dog runs", "two children play on a beach"])
     np.testing.assert_array_equal(loaded.encode_image(features), features)
@@ -329,8 +335,8 @@ def test_retrieval_similarity_is_an_evaluation_time_option(trained_w2vv, tmp_pat
         assert evaluate.main(["--model-dir", str(trained_w2vv), "--set", change]) == 2
 
 
-def test_query_composition_adds_and_subtracts_predicted_visual_vectors(trained_w2vv):
-    scorer = scoring.SavedModelScorer(trained_w2vv / "saved_model")
+def test_query_composition_adds_and_subtracts_predicted_visual_vectors(w2vv_export):
+    scorer = w2vv_export
     image = load_precomp(EMBEDDED_DATA, "test").images[:2]
     composed = scoring.compose_query(scorer, image, add=["cat"], subtract=["dog"])
     # Word2VisualVec's images encode as their features; the texts' predicted
@@ -343,9 +349,10 @@ def test_query_composition_adds_and_subtracts_predicted_visual_vectors(trained_w
 
 def test_gru_branch_computes_real_tokens_only_and_equals_the_padded_gru():
     """Random training batches: the packed GRU branch gives the padded
-    Keras GRU's encodings, loss and gradients (1e-5). In training, with
-    dropout, see tests/layers/test_packed_gru.py (the same masks)."""
-    model, _ = quick_model("w2vv")
+    Keras GRU's encodings, loss and gradients (1e-5), at small sizes. In
+    training, with dropout, see tests/layers/test_packed_gru.py (the same
+    masks)."""
+    model, _ = quick_model("w2vv", ["model.gru_units=16", "model.hidden_units=[16]"])
     config = registry.get("w2vv").experiment("quick", [])
     # Outside training: no dropout (whose random masks differ between the
     # two GRUs), gradients by autodiff of the packed loop.
