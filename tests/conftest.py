@@ -1,5 +1,6 @@
 """Fixtures shared by several test modules."""
 
+import functools
 import os
 import shutil
 
@@ -54,6 +55,17 @@ def made_once(tmp_path_factory):
         return folder
 
     return made
+
+
+@pytest.fixture(scope="module")
+def loaded_once():
+    """`loaded_once(path)`: the SavedModel at `path` by `tf.saved_model.load`,
+    loaded (and each function readied at its first call) once for the
+    module's tests, none of which changes it: seconds for an export with
+    its backbone."""
+    import tensorflow as tf
+
+    return functools.cache(lambda path: tf.saved_model.load(str(path)))
 
 
 def _trained_once(made_once, name, argv, **finish):

@@ -78,14 +78,6 @@ def exports(request, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def loaded_once():
-    """`loaded_once(path)`: the SavedModel at `path` by `tf.saved_model.load`,
-    loaded (and each function readied at its first call) once for the
-    module's tests: seconds for an export with its backbone."""
-    return functools.cache(lambda path: tf.saved_model.load(str(path)))
-
-
-@pytest.fixture(scope="module")
 def session_once():
     """`session_once(path)`: the SavedModel at `path` in the session loader
     (a `LoadedSession`), loaded once for the module's tests."""

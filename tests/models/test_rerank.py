@@ -3,7 +3,6 @@ m-CNN ensemble re-ranks, tested on 100 images (`trained_rerank`); its
 SavedModel."""
 
 import dataclasses
-import functools
 import json
 import shutil
 from pathlib import Path
@@ -29,13 +28,6 @@ from tests.helpers import EMBEDDED_DATA, EMBEDDED_IMAGES, count_reads
 @pytest.fixture(scope="module")
 def test_split(short_test_data):
     return splits.load_split(short_test_data, "test", "fc")
-
-
-@pytest.fixture(scope="module")
-def saved_model():
-    """`saved_model(path)`: the SavedModel at `path`, loaded once for the
-    tests of this module that call it (none changes it)."""
-    return functools.cache(lambda path: tf.saved_model.load(str(path)))
 
 
 def scores(model_dir, split):
@@ -190,8 +182,8 @@ def rerank_export(trained_rerank, tmp_path_factory):
     return {"written": trained_rerank / "saved_model", "k=10": at_10}
 
 
-def test_train_writes_the_two_stage_export_with_the_k_chosen_on_dev(trained_rerank, rerank_export, saved_model):
-    loaded = saved_model(rerank_export["written"])
+def test_train_writes_the_two_stage_export_with_the_k_chosen_on_dev(trained_rerank, rerank_export, loaded_once):
+    loaded = loaded_once(rerank_export["written"])
     assert int(loaded.rerank_k.numpy()) == json.loads((trained_rerank / "results.json").read_text())["fit"]["k"]
     # encode_* are the first stage's, a joint space; the second stage's are rerank_*.
     assert bool(loaded.joint_space.numpy())
@@ -199,23 +191,23 @@ def test_train_writes_the_two_stage_export_with_the_k_chosen_on_dev(trained_rera
             "rerank_score_pairs"} <= set(loaded.signatures)
 
 
-def test_export_only_writes_the_same_two_stage_export(trained_rerank, rerank_export, test_split, saved_model,
+def test_export_only_writes_the_same_two_stage_export(trained_rerank, rerank_export, test_split, loaded_once,
                                                       tmp_path):
     copy = tmp_path / trained_rerank.name
     shutil.copytree(trained_rerank, copy, ignore=shutil.ignore_patterns("saved_model"))
     assert train.main(["--model-dir", str(copy), "--export-only"]) == 0
-    written, again = saved_model(rerank_export["written"]), tf.saved_model.load(str(copy / "saved_model"))
+    written, again = loaded_once(rerank_export["written"]), tf.saved_model.load(str(copy / "saved_model"))
     features, texts = test_split.images[:4].astype(np.float32), tf.constant(test_split.captions[:30])
     assert int(again.rerank_k.numpy()) == int(written.rerank_k.numpy())
     np.testing.assert_array_equal(again.score(features, texts).numpy(), written.score(features, texts).numpy())
 
 
 def test_the_exports_score_of_an_image_and_its_50_best_captions_is_a_numpy_re_ranking(
-        rerank_export, trained, trained_mcnn_ens, test_split, saved_model, k=10):
+        rerank_export, trained, trained_mcnn_ens, test_split, loaded_once, k=10):
     """Each stage scored by its own run's export; the list, its re-ranking and the tail's scores in NumPy."""
     features = test_split.images[:1].astype(np.float32)
     captions = np.asarray(test_split.captions, dtype=object)
-    first_stage, second_stage = saved_model(trained / "saved_model"), saved_model(trained_mcnn_ens / "saved_model")
+    first_stage, second_stage = loaded_once(trained / "saved_model"), loaded_once(trained_mcnn_ens / "saved_model")
     best = np.argsort(-first_stage.score(features, tf.constant(captions)).numpy()[0], kind="stable")[:50]
     texts = tf.constant(captions[best])
     first = first_stage.score(features, texts).numpy()[0]
@@ -228,7 +220,7 @@ def test_the_exports_score_of_an_image_and_its_50_best_captions_is_a_numpy_re_ra
     expected[listed] = second
     expected[order[k:]] = second.min() - 1.0 - np.arange(50 - k)
 
-    two_stages = saved_model(rerank_export["k=10"])
+    two_stages = loaded_once(rerank_export["k=10"])
     got = two_stages.score(features, texts).numpy()[0]
     # The export scores listed pairs with pair_similarity, the m-CNN export the matrix: float32 sums in another
     # order (test_pair_similarity_...), 1e-5 apart at most.
@@ -244,8 +236,8 @@ def test_the_export_evaluates_in_two_stages_as_its_checkpoint(rerank_export, tra
     assert by_export == pytest.approx(by_checkpoint, abs=1e-9)
 
 
-def test_the_exports_image_signatures_run_the_backbone_once_for_both_stages(rerank_export, saved_model):
-    loaded = saved_model(rerank_export["k=10"])
+def test_the_exports_image_signatures_run_the_backbone_once_for_both_stages(rerank_export, loaded_once):
+    loaded = loaded_once(rerank_export["k=10"])
     features = embedded_features(loaded.image_features.numpy().decode())
     texts = tf.constant(["A dog runs through the snow .", "Two children play on a beach", "a man rides a bike"])
     # Features from the JPEGs agree with the stored float16 ones to 2.4e-4 (relative, tests/engine/test_export.py).
@@ -260,7 +252,7 @@ def test_the_exports_image_signatures_run_the_backbone_once_for_both_stages(rera
                                atol=2e-3 * np.abs(expected).max())
 
 
-def test_stages_reading_different_features_export_each_its_own_columns(trained, trained_fne, saved_model, tmp_path,
+def test_stages_reading_different_features_export_each_its_own_columns(trained, trained_fne, loaded_once, tmp_path,
                                                                         k=5):
     """`gru` on `ims` proposes, the FNE `poe` on `stages` re-ranks: the export reads both side by side and gives
     each stage its columns; its score of an image and 20 captions is the NumPy re-ranking of the stages' own exports'
@@ -283,7 +275,7 @@ def test_stages_reading_different_features_export_each_its_own_columns(trained, 
     assert two_stages.image_features.numpy() == b"fc+fne"
     ims, stages = (np.load(EMBEDDED_DATA / f"test_{kind}.npy")[:1].astype(np.float32) for kind in ("ims", "stages"))
     texts = tf.constant((EMBEDDED_DATA / "test_caps.txt").read_text().splitlines()[:20])
-    first_stage, second_stage = (saved_model(run / "saved_model") for run in (trained, trained_fne))
+    first_stage, second_stage = (loaded_once(run / "saved_model") for run in (trained, trained_fne))
     first = first_stage.score(ims, texts).numpy()[0]
     order = np.argsort(-first, kind="stable")
     assert np.diff(np.sort(first)).min() > 1e-6
@@ -296,7 +288,7 @@ def test_stages_reading_different_features_export_each_its_own_columns(trained, 
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
-def test_a_search_of_the_sample_images_gives_the_second_stages_top_3(rerank_export, trained_mcnn_ens, saved_model,
+def test_a_search_of_the_sample_images_gives_the_second_stages_top_3(rerank_export, trained_mcnn_ens, loaded_once,
                                                                       tmp_path):
     """The export at k = 10 indexes the 8 embedded sample JPEGs (their lists hold them all); each of their captions
     finds the top 3 that the m-CNN ensemble's own export gives the stored features of those images."""
@@ -305,7 +297,7 @@ def test_a_search_of_the_sample_images_gives_the_second_stages_top_3(rerank_expo
     index = Index.build(rerank_export["k=10"], tmp_path / "samples.index", images=EMBEDDED_IMAGES)
     ids = (EMBEDDED_DATA / "test_ids.txt").read_text().split()[:8]
     captions = (EMBEDDED_DATA / "test_caps.txt").read_text().splitlines()[:40]
-    second_stage = saved_model(trained_mcnn_ens / "saved_model")
+    second_stage = loaded_once(trained_mcnn_ens / "saved_model")
     alone = second_stage.score(np.load(EMBEDDED_DATA / "test_ims.npy")[:8].astype(np.float32),
                                tf.constant(captions)).numpy().T  # [captions, images]
     # JPEG-made features differ from the stored float16 ones by about 2e-4 (relative): compared where the second
