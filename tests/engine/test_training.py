@@ -3,7 +3,6 @@ export: the last two in float32 under mixed precision, without a second
 model), its phases (a curriculum such as Vilalta et al.'s PH), and a
 fitted model's validation."""
 
-import dataclasses
 import json
 import logging
 import os
@@ -26,6 +25,7 @@ from models.experiments import load_run
 from models.restore import restore_model
 from tests.conftest import TINY
 from tests.helpers import EMBEDDED_DATA, randomize_weights, skip_where_bfloat16_crashes
+from tests.test_train import light_copy
 
 # Dev rsums the patched validation reports, in order (then 9 forever):
 # phase 0 improves twice, then fails once (phase_patience=1), so phase 1
@@ -268,17 +268,9 @@ def new_run(tmp_path_factory):
 @pytest.fixture
 def finished_copy(trained, short_test_data, tmp_path):
     """A copy of the tiny `gru` run without its results.json and export, built again to resume: (the trainer,
-    what its build returned). It reads the same training and dev images from `short_test_data`, whose test split
-    is 100 images, and its config.json records no provenance of its features, so that its export takes features
-    only (the seconds of tracing an image backbone, which no test here reads: tests/engine/test_export.py's do)."""
-    run = tmp_path / "run"
-    shutil.copytree(trained, run, ignore=shutil.ignore_patterns("saved_model", "results.json", "logs"))
-    config = json.loads((run / "config.json").read_text())
-    config["image_features"]["provenance"] = None
-    (run / "config.json").write_text(json.dumps(config))
-    experiment = load_run(run).experiment
-    experiment = dataclasses.replace(experiment, data=dataclasses.replace(experiment.data, path=str(short_test_data)))
-    trainer = training.Trainer(experiment, run, resume=True)
+    what its build returned). Tested on 100 images, its export without an image backbone (`light_copy`)."""
+    run = light_copy(trained, tmp_path / "run", data=short_test_data, leave_out=("saved_model", "results.json", "logs"))
+    trainer = training.Trainer(load_run(run).experiment, run, resume=True)
     return trainer, trainer.build()
 
 
