@@ -47,8 +47,9 @@ def test_the_policy_holds_inside_and_the_previous_one_returns(monkeypatch, mixed
 # as their text encoder is first called): they train in float32 only.
 NOT_MIXED = {"fv-mean", "mcnn-wd", "mcnn-phs", "mcnn-phl", "mcnn-st"}
 
-# Fewer of the parts whose number a model's cost grows with, each still more than one (two capsules routed between
-# two passes, a mixture of four components); a model configured with fewer keeps its own (rcn-gru: one capsule).
+# Fewer of the parts a model repeats, whose number its cost grows with, while it still routes and mixes: two
+# capsules over two passes (one recursion), a mixture of four components; a model configured with fewer keeps its
+# own (rcn-gru: one capsule, no recursion).
 AT_MOST = {"num_capsules": 2, "recursions": 1, "num_components": 4}
 
 
