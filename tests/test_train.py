@@ -159,14 +159,32 @@ def test_saved_model_matches_keras_model_in_a_fresh_process(run, request, fresh_
     assert out["signatures"] == sorted(["encode_image", "encode_text", "score", "similarity", "serving_default", *images])
 
 
-def test_existing_run_is_not_overwritten_and_a_finished_run_resumes_to_no_op(trained, tmp_path, capsys):
-    run = shutil.copytree(trained, tmp_path / trained.name)  # a copy to resume: other tests read the run as trained
+def light_copy(run, folder, data=None, leave_out=()):
+    """A copy of the run `run` in `folder` (other tests read `run` as it
+    is), without the files `leave_out` names (glob patterns), whose
+    config.json records no provenance of its features, so that its export
+    takes features only (no image backbone: seconds of tracing, for tests
+    that read no image signature; tests/engine/test_export.py's do), and,
+    with `data`, reads that data folder (`short_test_data`: the same
+    training and dev images, a 100-image test split)."""
+    shutil.copytree(run, folder, ignore=shutil.ignore_patterns(*leave_out))
+    config = json.loads((folder / "config.json").read_text())
+    config["image_features"]["provenance"] = None
+    if data is not None:
+        config["data"]["path"] = str(data)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_existing_run_is_not_overwritten_and_a_finished_run_resumes_to_no_op(trained, short_test_data, tmp_path,
+                                                                             capsys):
+    run = light_copy(trained, tmp_path / trained.name, data=short_test_data)  # tested again on 100 images
     before = (run / "checkpoints" / "checkpoint").read_text()
     assert train.main(["--model", "gru", "--model-dir", str(run), *TINY]) == 2
     assert "already holds a training run" in capsys.readouterr().err
     assert (run / "checkpoints" / "checkpoint").read_text() == before
     # The run is complete: resuming it trains no further step (and tests it again; its export, which no
-    # check here reads, is left out: seconds of a backbone's tracing).
+    # check here reads, is left out).
     first = json.loads((run / "results.json").read_text())
     assert train.main(["--model-dir", str(run), "--resume"], export=False) == 0
     assert (run / "checkpoints" / "checkpoint").read_text() == before
@@ -181,7 +199,7 @@ def test_existing_run_is_not_overwritten_and_a_finished_run_resumes_to_no_op(tra
 
 
 def test_export_only(trained, tmp_path, caplog):
-    run = shutil.copytree(trained, tmp_path / trained.name)  # a copy to export again: other tests load the run's export
+    run = light_copy(trained, tmp_path / trained.name)  # tests/engine/test_export.py exports with the image backbone
     assert train.main(["--model-dir", str(run), "--export-only"]) == 0
     assert (run / "saved_model" / "saved_model.pb").exists()
     # TensorFlow's notice that captured lookup tables and variables are renamed (internal names) is dropped.
@@ -480,8 +498,7 @@ def test_a_full_disk_during_export_is_one_line_and_keeps_the_previous_export(tra
     stops the export's writes; the previous export stays as it was."""
     import resource
 
-    run = tmp_path / "run"
-    shutil.copytree(trained, run)
+    run = light_copy(trained, tmp_path / "run")  # the error is the same with an image backbone, seconds later
     before = _digests(run)
 
     def limit_file_size():

@@ -25,6 +25,7 @@ from models.experiments import load_run
 from models.restore import restore_model
 from tests.conftest import TINY
 from tests.helpers import EMBEDDED_DATA, randomize_weights, skip_where_bfloat16_crashes
+from tests.test_train import light_copy
 
 # Dev rsums the patched validation reports, in order (then 9 forever):
 # phase 0 improves twice, then fails once (phase_patience=1), so phase 1
@@ -265,11 +266,10 @@ def new_run(tmp_path_factory):
 
 
 @pytest.fixture
-def finished_copy(trained, tmp_path):
+def finished_copy(trained, short_test_data, tmp_path):
     """A copy of the tiny `gru` run without its results.json and export, built again to resume: (the trainer,
-    what its build returned)."""
-    run = tmp_path / "run"
-    shutil.copytree(trained, run, ignore=shutil.ignore_patterns("saved_model", "results.json", "logs"))
+    what its build returned). Tested on 100 images, its export without an image backbone (`light_copy`)."""
+    run = light_copy(trained, tmp_path / "run", data=short_test_data, leave_out=("saved_model", "results.json", "logs"))
     trainer = training.Trainer(load_run(run).experiment, run, resume=True)
     return trainer, trainer.build()
 
@@ -340,15 +340,18 @@ def test_export_alone_writes_the_best_weights_as_a_saved_model(finished_copy):
         rtol=1e-5, atol=1e-6)
 
 
-def test_under_mixed_precision_test_and_export_are_float32s_without_building_the_model_again(tmp_path, monkeypatch):
+def test_under_mixed_precision_test_and_export_are_float32s_without_building_the_model_again(short_test_data, tmp_path,
+                                                                                               monkeypatch):
     # A bfloat16 run's best weights (random ones, checkpointed as the best): its test numbers and its export are
-    # those of the model rebuilt in float32 (what evaluate.py builds), which the trainer no longer builds.
+    # those of the model rebuilt in float32 (what evaluate.py builds), which the trainer no longer builds. Tested
+    # on 100 images; its data records no provenance, so the export takes features only (no image backbone).
     skip_where_bfloat16_crashes()
     built_models = []
     build_model = registry.ModelSpec.build_model
     monkeypatch.setattr(registry.ModelSpec, "build_model",
                         lambda spec, *args: built_models.append(args) or build_model(spec, *args))
-    trainer = training.Trainer(tiny_config("runtime.mixed_precision=bf16"), tmp_path / "run")
+    config = tiny_config("runtime.mixed_precision=bf16", f"data.path={short_test_data}")
+    trainer = training.Trainer(config, tmp_path / "run")
     built = trainer.build()
     randomize_weights(built.model, scale=0.1)
     built.best.save(checkpoint_number=0)
