@@ -16,6 +16,7 @@ offers (`engine.runtime.DTYPE_POLICIES`).
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import keras
@@ -291,4 +292,21 @@ def cut_splits(folder, images):
         (folder / f"{split}_caps.txt").write_text("\n".join(captions) + "\n")
         for features in EMBEDDED_DATA.glob(f"{split}_*.npy"):
             np.save(folder / features.name, np.load(features)[:n])
+    return folder
+
+
+def light_copy(run, folder, data=None, leave_out=()):
+    """A copy of the run `run` in `folder` (other tests read `run` as it
+    is), without the files `leave_out` names (glob patterns), whose
+    config.json records no provenance of its features, so that its export
+    takes features only (no image backbone: seconds of tracing, for tests
+    that read no image signature; tests/engine/test_export.py's do), and,
+    with `data`, reads that data folder (`short_test_data`: the same
+    training and dev images, a 100-image test split)."""
+    shutil.copytree(run, folder, ignore=shutil.ignore_patterns(*leave_out))
+    config = json.loads((folder / "config.json").read_text())
+    config["image_features"]["provenance"] = None
+    if data is not None:
+        config["data"]["path"] = str(data)
+    (folder / "config.json").write_text(json.dumps(config))
     return folder

@@ -17,7 +17,7 @@ import train
 from common.errors import InputError
 from models import registry
 from tests.conftest import TINY
-from tests.helpers import EMBEDDED_DATA, REPO, run_config_json, run_timing_imports
+from tests.helpers import EMBEDDED_DATA, REPO, light_copy, run_config_json, run_timing_imports
 
 
 def test_training_writes_config_vocab_checkpoints_logs_results_and_export(trained):
@@ -157,23 +157,6 @@ def test_saved_model_matches_keras_model_in_a_fresh_process(run, request, fresh_
     # The image signatures where the run's features record a backbone (the embedded ones do).
     images = ["encode_image_bytes", "score_images"] if model.image_features.provenance else []
     assert out["signatures"] == sorted(["encode_image", "encode_text", "score", "similarity", "serving_default", *images])
-
-
-def light_copy(run, folder, data=None, leave_out=()):
-    """A copy of the run `run` in `folder` (other tests read `run` as it
-    is), without the files `leave_out` names (glob patterns), whose
-    config.json records no provenance of its features, so that its export
-    takes features only (no image backbone: seconds of tracing, for tests
-    that read no image signature; tests/engine/test_export.py's do), and,
-    with `data`, reads that data folder (`short_test_data`: the same
-    training and dev images, a 100-image test split)."""
-    shutil.copytree(run, folder, ignore=shutil.ignore_patterns(*leave_out))
-    config = json.loads((folder / "config.json").read_text())
-    config["image_features"]["provenance"] = None
-    if data is not None:
-        config["data"]["path"] = str(data)
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
 
 
 def test_existing_run_is_not_overwritten_and_a_finished_run_resumes_to_no_op(trained, short_test_data, tmp_path,

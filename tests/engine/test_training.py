@@ -24,8 +24,7 @@ from models import registry
 from models.experiments import load_run
 from models.restore import restore_model
 from tests.conftest import TINY
-from tests.helpers import EMBEDDED_DATA, randomize_weights, skip_where_bfloat16_crashes
-from tests.test_train import light_copy
+from tests.helpers import EMBEDDED_DATA, light_copy, randomize_weights, skip_where_bfloat16_crashes
 
 # Dev rsums the patched validation reports, in order (then 9 forever):
 # phase 0 improves twice, then fails once (phase_patience=1), so phase 1
