@@ -267,16 +267,6 @@ class TwoStageServingModule(ServingModule):
         return tf.gather(in_order, tf.argsort(order, axis=1), batch_dims=1)
 
 
-class _RenameNotice(logging.Filter):
-    """TensorFlow warns, for each function, that the inputs it captures
-    (lookup tables and variables, named after graph nodes with "/") are
-    renamed in the SavedModel. No signature exposes them; the export is
-    as it should be, so the notice is dropped."""
-
-    def filter(self, record):
-        return "with unsupported characters which will be renamed" not in record.getMessage()
-
-
 def export_saved_model(model, path):
     """Writes a SavedModel to `path`, replacing any previous one only once
     the new one is complete (an interrupted export leaves the old intact).
@@ -314,8 +304,6 @@ def export_saved_model(model, path):
         module.track_state()
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    notice = _RenameNotice()
-    logging.getLogger("absl").addFilter(notice)
     try:
         try:
             tf.saved_model.save(
@@ -329,6 +317,5 @@ def export_saved_model(model, path):
                              "any previous export is unchanged") from None
         replace_directory(staging, path)
     finally:
-        logging.getLogger("absl").removeFilter(notice)
         shutil.rmtree(staging, ignore_errors=True)
     return path
