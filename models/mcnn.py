@@ -193,23 +193,26 @@ class MCNNModel(RetrievalModel):
 
     def similarity(self, image_encodings, text_encodings):
         """Every image with every sentence, in blocks of b x b pairs
-        holding at most `max_block_elements` floats of the joint layer."""
+        holding at most `max_block_elements` floats of the joint layer; a
+        side with fewer than b items is one block of them (a few pairs are
+        not padded to b x b)."""
         if self.image_layer == IMAGE_LAYER["st"]:
             per_pair = self.config.hidden_units[0]
         else:
             per_pair = math.prod(self._multimodal_shape())
         block = max(1, math.isqrt(self.config.max_block_elements // per_pair))
-        images, n_images = split_blocks(image_encodings, block)  # [I, b, F']
-        texts, n_texts = split_blocks(text_encodings, block)  # [T, b, E]
+        b_i, b_t = (tf.clip_by_value(tf.shape(x)[0], 1, block) for x in (image_encodings, text_encodings))
+        images, n_images = split_blocks(image_encodings, b_i)  # [I, b_i, F']
+        texts, n_texts = split_blocks(text_encodings, b_t)  # [T, b_t, E]
 
         def image_block_scores(image_block):
             return tf.map_fn(
                 lambda text_block: self.score_pairs(image_block[:, None], text_block[None]),
                 texts, parallel_iterations=1,
-            )  # [T, b, b]
+            )  # [T, b_i, b_t]
 
-        scores = tf.map_fn(image_block_scores, images, parallel_iterations=1)  # [I, T, b, b]
-        scores = tf.reshape(tf.transpose(scores, (0, 2, 1, 3)), (tf.shape(images)[0] * block, -1))
+        scores = tf.map_fn(image_block_scores, images, parallel_iterations=1)  # [I, T, b_i, b_t]
+        scores = tf.reshape(tf.transpose(scores, (0, 2, 1, 3)), (tf.shape(images)[0] * b_i, -1))
         return scores[:n_images, :n_texts]
 
     def pair_loss(self, image_encodings, text_encodings, image_index):

@@ -17,7 +17,7 @@ from common import metrics, reranking
 from data import provenance, splits
 from engine import evaluation
 from engine.export import export_saved_model
-from engine.scoring import CheckpointScorer, SavedModelScorer
+from engine.scoring import CheckpointScorer
 from models import rerank
 from models.base import RetrievalModel
 from models.restore import restore_model
@@ -27,14 +27,29 @@ from tests.helpers import EMBEDDED_DATA, EMBEDDED_IMAGES, count_reads
 
 @pytest.fixture(scope="module")
 def test_split(short_test_data):
-    return splits.load_split(short_test_data, "test", "fc")
+    """The first 50 test images: their 250 captions are one batch of a
+    scorer's text encoder (one trace of it)."""
+    return splits.load_split(short_test_data, "test", "fc").first_images(50)
 
 
-def scores(model_dir, split):
-    """A run's own matrix of the split, by its own evaluation's scorer."""
-    scorer = CheckpointScorer.from_model_dir(model_dir)
+def scores(scorer, split):
+    """A model's own matrix of the split, by its evaluation's scorer."""
     images, texts = evaluation.encode_split(scorer, split)
     return evaluation.score_matrix(scorer.similarity, images, texts)
+
+
+@pytest.fixture(scope="module")
+def stage_scores(trained, trained_mcnn_ens, test_split):
+    """Each stage's own matrix of the test split, by its own run: (first
+    stage's, second stage's)."""
+    return tuple(scores(CheckpointScorer.from_model_dir(run), test_split) for run in (trained, trained_mcnn_ens))
+
+
+@pytest.fixture(scope="module")
+def rerank_encodings(trained_rerank, test_split):
+    """The two-stage run's encodings of the test split (both stages' side by
+    side; they do not depend on k), which its evaluations at each k rank."""
+    return evaluation.encode_split(CheckpointScorer.from_model_dir(trained_rerank), test_split)
 
 
 def test_the_fit_chooses_the_smallest_k_of_the_grid_within_the_margin_on_dev(trained_rerank):
@@ -46,11 +61,11 @@ def test_the_fit_chooses_the_smallest_k_of_the_grid_within_the_margin_on_dev(tra
     assert results["test"]["rerank_k"] == fit["k"]
 
 
-def test_evaluation_equals_a_numpy_re_ranking_of_the_first_stage_lists(trained_rerank, trained, trained_mcnn_ens,
+def test_evaluation_equals_a_numpy_re_ranking_of_the_first_stage_lists(trained_rerank, rerank_encodings, stage_scores,
                                                                         test_split, k=3):
     scorer = CheckpointScorer.from_model_dir(trained_rerank, [f"model.k={k}"])
-    result = evaluation.evaluate(scorer, test_split)
-    first, second = scores(trained, test_split), scores(trained_mcnn_ens, test_split)
+    result = evaluation.evaluate(scorer, test_split, encodings=rerank_encodings)
+    first, second = stage_scores
     # The evaluation scores listed pairs with `pair_similarity`, the matrix with `similarity`: equal to
     # float32 rounding (about 1e-6 here, test_pair_similarity...), so the rankings agree when no two listed scores
     # are within 1e-5: true of these lists of 3, not of lists of 20 (two scores 6e-7 apart).
@@ -61,11 +76,18 @@ def test_evaluation_equals_a_numpy_re_ranking_of_the_first_stage_lists(trained_r
                                    | {"rerank_k": k}, abs=1e-9)
 
 
-def test_lists_of_every_candidate_give_exactly_the_second_stage_metrics(trained_rerank, trained_mcnn_ens, test_split):
+def test_lists_of_every_candidate_give_exactly_the_second_stage_metrics(trained_rerank, rerank_encodings, stage_scores,
+                                                                        test_split):
     every = len(test_split.captions)
-    result = evaluation.evaluate(CheckpointScorer.from_model_dir(trained_rerank, [f"model.k={every}"]), test_split)
-    own = evaluation.evaluate(CheckpointScorer.from_model_dir(trained_mcnn_ens), test_split)
-    assert {name: result[name] for name in metrics.METRIC_NAMES} == {name: own[name] for name in metrics.METRIC_NAMES}
+    result = evaluation.evaluate(CheckpointScorer.from_model_dir(trained_rerank, [f"model.k={every}"]), test_split,
+                                 encodings=rerank_encodings)
+    # The m-CNN ensemble's own evaluation: its matrix, ranked as `evaluation.evaluate` ranks it.
+    own = evaluation.evaluate_scores(stage_scores[1], test_split.caption_image)
+    # The ranks exactly; the mAP to float64 rounding: the two-stage ranking sums each image's precisions at its
+    # captions' positions, the matrix's ranking at every position (a 1e-17 apart here).
+    ranked = [name for name in metrics.METRIC_NAMES if name != "i2t_map"]
+    assert {name: result[name] for name in ranked} == {name: own[name] for name in ranked}
+    assert result["i2t_map"] == pytest.approx(own["i2t_map"], rel=1e-12, abs=0)
 
 
 def test_pair_similarity_of_every_family_here_is_its_similarity_of_those_pairs(trained_rerank):
@@ -104,12 +126,13 @@ def test_a_first_stage_the_second_holds_is_encoded_once_and_ranks_as_a_numpy_re_
     assert model.encode_text(text).shape == second_stage.encode_text(text).shape
 
     def test_split(features):
-        """The test split's first 100 images, with the features a run reads."""
-        return splits.load_split(EMBEDDED_DATA, "test", features).first_images(100)
+        """The test split's first 50 images, with the features a run reads."""
+        return splits.load_split(EMBEDDED_DATA, "test", features).first_images(50)
 
     split = test_split(run.experiment.data.image_features)
-    result = evaluation.evaluate(CheckpointScorer.from_model_dir(gru_ensemble_rerank), split)
-    first, second = scores(trained, test_split("fc")), scores(trained_ensemble, test_split("fc+fne"))
+    result = evaluation.evaluate(CheckpointScorer(model), split)
+    first = scores(CheckpointScorer.from_model_dir(trained), test_split("fc"))
+    second = scores(CheckpointScorer(second_stage), test_split("fc+fne"))
     # As test_evaluation_equals_...: the ensemble's pair scores equal its matrix to float32 rounding, so the
     # rankings agree when no two listed scores are that close; the proposals are the gru run's own encodings.
     for queries, candidates in ((first, second), (first.T, second.T)):
@@ -119,16 +142,33 @@ def test_a_first_stage_the_second_holds_is_encoded_once_and_ranks_as_a_numpy_re_
                                    | {"rerank_k": k}, rel=1e-9, abs=1e-9)
 
 
+@pytest.fixture(scope="module")
+def twenty_test_images(tmp_path_factory):
+    """The embedded data (both kinds of features) with a test split of its
+    first 20 images and no provenance: a run's test is cheap and its export
+    takes no backbone."""
+    data = tmp_path_factory.mktemp("data")
+    for name in (f"{split}_{kind}" for split in ("train", "dev") for kind in ("ims.npy", "stages.npy", "caps.txt",
+                                                                              "ids.txt")):
+        (data / name).symlink_to(EMBEDDED_DATA / name)
+    for kind in ("ims", "stages"):
+        np.save(data / f"test_{kind}.npy", np.load(EMBEDDED_DATA / f"test_{kind}.npy")[:20])
+    for kind, lines in (("caps.txt", 100), ("ids.txt", 20)):
+        (data / f"test_{kind}").write_text("\n".join((EMBEDDED_DATA / f"test_{kind}").read_text().splitlines()[:lines]))
+    return data
+
+
 def test_a_train_a_resume_and_an_evaluation_read_each_runs_files_once(trained, trained_mcnn_ens, trained_mcnn_members,
-                                                                      short_test_data, tmp_path, monkeypatch):
+                                                                      twenty_test_images, tmp_path, monkeypatch):
     """Each process reads each stage's config.json and vocab.json once, and those of the runs the second stage (an
     ensemble) is made of (`models.members.TrainedRun.parts`)."""
     runs = [trained, trained_mcnn_ens, *trained_mcnn_members.values()]
     once = {f"{run.name}/{name}": 1 for run in runs for name in ("config.json", "vocab.json")}
     model_dir = tmp_path / "rerank"
     for argv, command in [
-        (["--model", "rerank", "--data", str(short_test_data), "--set", f"model.members={trained},{trained_mcnn_ens}",
-          "--set", "model.k=3", "--set", "train.validate_max_images=50"], train.main),
+        (["--model", "rerank", "--data", str(twenty_test_images),
+          "--set", f"model.members={trained},{trained_mcnn_ens}", "--set", "model.k=3",
+          "--set", "train.validate_max_images=50"], train.main),
         (["--resume"], train.main),
         ([], evaluate.main),
     ]:
@@ -182,6 +222,16 @@ def rerank_export(trained_rerank, tmp_path_factory):
     return {"written": trained_rerank / "saved_model", "k=10": at_10}
 
 
+@pytest.fixture(scope="module")
+def export_at_10(rerank_export):
+    """The export at k = 10, loaded once for the module's tests (with its
+    backbone, seconds a load) as search loads it: a `search.model.SearchModel`,
+    its `scorer` a `SavedModelScorer` and `loaded` the SavedModel."""
+    from search.model import SearchModel
+
+    return SearchModel(rerank_export["k=10"])
+
+
 def test_train_writes_the_two_stage_export_with_the_k_chosen_on_dev(trained_rerank, rerank_export, loaded_once):
     loaded = loaded_once(rerank_export["written"])
     assert int(loaded.rerank_k.numpy()) == json.loads((trained_rerank / "results.json").read_text())["fit"]["k"]
@@ -203,7 +253,7 @@ def test_export_only_writes_the_same_two_stage_export(trained_rerank, rerank_exp
 
 
 def test_the_exports_score_of_an_image_and_its_50_best_captions_is_a_numpy_re_ranking(
-        rerank_export, trained, trained_mcnn_ens, test_split, loaded_once, k=10):
+        export_at_10, trained, trained_mcnn_ens, test_split, loaded_once, k=10):
     """Each stage scored by its own run's export; the list, its re-ranking and the tail's scores in NumPy."""
     features = test_split.images[:1].astype(np.float32)
     captions = np.asarray(test_split.captions, dtype=object)
@@ -220,8 +270,7 @@ def test_the_exports_score_of_an_image_and_its_50_best_captions_is_a_numpy_re_ra
     expected[listed] = second
     expected[order[k:]] = second.min() - 1.0 - np.arange(50 - k)
 
-    two_stages = loaded_once(rerank_export["k=10"])
-    got = two_stages.score(features, texts).numpy()[0]
+    got = export_at_10.loaded.score(features, texts).numpy()[0]
     # The export scores listed pairs with pair_similarity, the m-CNN export the matrix: float32 sums in another
     # order (test_pair_similarity_...), 1e-5 apart at most.
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
@@ -229,15 +278,17 @@ def test_the_exports_score_of_an_image_and_its_50_best_captions_is_a_numpy_re_ra
     assert np.argsort(-got, kind="stable").tolist() == [*listed[np.argsort(-second, kind="stable")], *order[k:]]
 
 
-def test_the_export_evaluates_in_two_stages_as_its_checkpoint(rerank_export, trained_rerank, test_split):
-    by_export = evaluation.evaluate(SavedModelScorer(rerank_export["k=10"]), test_split)
-    by_checkpoint = evaluation.evaluate(CheckpointScorer.from_model_dir(trained_rerank, ["model.k=10"]), test_split)
+def test_the_export_evaluates_in_two_stages_as_its_checkpoint(export_at_10, trained_rerank, rerank_encodings,
+                                                              test_split):
+    by_export = evaluation.evaluate(export_at_10.scorer, test_split)
+    by_checkpoint = evaluation.evaluate(CheckpointScorer.from_model_dir(trained_rerank, ["model.k=10"]), test_split,
+                                        encodings=rerank_encodings)
     assert by_export["rerank_k"] == 10
     assert by_export == pytest.approx(by_checkpoint, abs=1e-9)
 
 
-def test_the_exports_image_signatures_run_the_backbone_once_for_both_stages(rerank_export, loaded_once):
-    loaded = loaded_once(rerank_export["k=10"])
+def test_the_exports_image_signatures_run_the_backbone_once_for_both_stages(export_at_10):
+    loaded = export_at_10.loaded
     features = embedded_features(loaded.image_features.numpy().decode())
     texts = tf.constant(["A dog runs through the snow .", "Two children play on a beach", "a man rides a bike"])
     # Features from the JPEGs agree with the stored float16 ones to 2.4e-4 (relative, tests/engine/test_export.py).
@@ -252,25 +303,15 @@ def test_the_exports_image_signatures_run_the_backbone_once_for_both_stages(rera
                                atol=2e-3 * np.abs(expected).max())
 
 
-def test_stages_reading_different_features_export_each_its_own_columns(trained, trained_fne, loaded_once, tmp_path,
-                                                                        k=5):
+def test_stages_reading_different_features_export_each_its_own_columns(trained, trained_fne, twenty_test_images,
+                                                                        loaded_once, tmp_path, k=5):
     """`gru` on `ims` proposes, the FNE `poe` on `stages` re-ranks: the export reads both side by side and gives
     each stage its columns; its score of an image and 20 captions is the NumPy re-ranking of the stages' own exports'
     scores."""
-    # The embedded data with a test split of 20 images and no provenance: the run's test and export stay cheap.
-    data = tmp_path / "data"
-    data.mkdir()
-    for split, kind in ((split, kind) for split in ("train", "dev") for kind in ("ims.npy", "stages.npy", "caps.txt",
-                                                                             "ids.txt")):
-        (data / f"{split}_{kind}").symlink_to(EMBEDDED_DATA / f"{split}_{kind}")
-    for kind in ("ims", "stages"):
-        np.save(data / f"test_{kind}.npy", np.load(EMBEDDED_DATA / f"test_{kind}.npy")[:20])
-    for kind, lines in (("caps.txt", 100), ("ids.txt", 20)):
-        (data / f"test_{kind}").write_text("\n".join((EMBEDDED_DATA / f"test_{kind}").read_text().splitlines()[:lines]))
     model_dir = tmp_path / "gru-poe-fne"
-    assert train.main(["--model", "rerank", "--model-dir", str(model_dir), "--data", str(data),
+    assert train.main(["--model", "rerank", "--model-dir", str(model_dir), "--data", str(twenty_test_images),
                        "--set", f"model.members={trained},{trained_fne}", "--set", f"model.k={k}",
-                       "--set", "train.validate_max_images=50"]) == 0
+                       "--set", "train.validate_max_images=50"], evaluate_test=False) == 0
     two_stages = tf.saved_model.load(str(model_dir / "saved_model"))
     assert two_stages.image_features.numpy() == b"fc+fne"
     ims, stages = (np.load(EMBEDDED_DATA / f"test_{kind}.npy")[:1].astype(np.float32) for kind in ("ims", "stages"))
@@ -288,13 +329,13 @@ def test_stages_reading_different_features_export_each_its_own_columns(trained, 
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
-def test_a_search_of_the_sample_images_gives_the_second_stages_top_3(rerank_export, trained_mcnn_ens, loaded_once,
+def test_a_search_of_the_sample_images_gives_the_second_stages_top_3(export_at_10, trained_mcnn_ens, loaded_once,
                                                                       tmp_path):
     """The export at k = 10 indexes the 8 embedded sample JPEGs (their lists hold them all); each of their captions
     finds the top 3 that the m-CNN ensemble's own export gives the stored features of those images."""
     from search import Index
 
-    index = Index.build(rerank_export["k=10"], tmp_path / "samples.index", images=EMBEDDED_IMAGES)
+    index = Index.build(export_at_10, tmp_path / "samples.index", images=EMBEDDED_IMAGES)
     ids = (EMBEDDED_DATA / "test_ids.txt").read_text().split()[:8]
     captions = (EMBEDDED_DATA / "test_caps.txt").read_text().splitlines()[:40]
     second_stage = loaded_once(trained_mcnn_ens / "saved_model")
