@@ -14,6 +14,7 @@ every trainable variable, and no NaN; and, in the spirit of its
 offers (`engine.runtime.DTYPE_POLICIES`).
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -26,7 +27,7 @@ import tensorflow as tf
 
 from data.image_features import ImageFeatures
 from engine import runtime
-from models.experiments import RunConfig
+from models.experiments import CONFIG_FILE, RunConfig, load_run
 
 REPO = Path(__file__).resolve().parents[1]
 EMBEDDED_DATA = REPO / "data" / "f8k_precomp"
@@ -304,9 +305,10 @@ def light_copy(run, folder, data=None, leave_out=()):
     with `data`, reads that data folder (`short_test_data`: the same
     training and dev images, a 100-image test split)."""
     shutil.copytree(run, folder, ignore=shutil.ignore_patterns(*leave_out))
-    config = json.loads((folder / "config.json").read_text())
-    config["image_features"]["provenance"] = None
+    config = load_run(folder)
+    experiment = config.experiment
     if data is not None:
-        config["data"]["path"] = str(data)
-    (folder / "config.json").write_text(json.dumps(config))
+        experiment = dataclasses.replace(experiment, data=dataclasses.replace(experiment.data, path=str(data)))
+    features = dataclasses.replace(config.image_features, provenance=None)
+    (folder / CONFIG_FILE).write_text(RunConfig(experiment, features).to_json())
     return folder
