@@ -22,7 +22,7 @@ from models import rerank
 from models.base import RetrievalModel
 from models.restore import restore_model
 from tests.engine.test_export import embedded_features, jpegs
-from tests.helpers import EMBEDDED_DATA, EMBEDDED_IMAGES, count_reads
+from tests.helpers import EMBEDDED_DATA, EMBEDDED_IMAGES, count_reads, cut_splits
 
 
 @pytest.fixture(scope="module")
@@ -147,14 +147,8 @@ def twenty_test_images(tmp_path_factory):
     """The embedded data (both kinds of features) with a test split of its
     first 20 images and no provenance: a run's test is cheap and its export
     takes no backbone."""
-    data = tmp_path_factory.mktemp("data")
-    for name in (f"{split}_{kind}" for split in ("train", "dev") for kind in ("ims.npy", "stages.npy", "caps.txt",
-                                                                              "ids.txt")):
-        (data / name).symlink_to(EMBEDDED_DATA / name)
-    for kind in ("ims", "stages"):
-        np.save(data / f"test_{kind}.npy", np.load(EMBEDDED_DATA / f"test_{kind}.npy")[:20])
-    for kind, lines in (("caps.txt", 100), ("ids.txt", 20)):
-        (data / f"test_{kind}").write_text("\n".join((EMBEDDED_DATA / f"test_{kind}").read_text().splitlines()[:lines]))
+    data = cut_splits(tmp_path_factory.mktemp("twenty") / "data", {"test": 20})
+    (data / "provenance.json").unlink()
     return data
 
 
