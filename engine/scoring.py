@@ -33,8 +33,9 @@ class CheckpointScorer:
         self.data_path = data_path
         self.test_split = test_split
         self.joint_space = model.joint_space
+        # Traced once for every batch of captions (a recurrent encoder takes seconds to trace).
         self._encode_text = tf.function(
-            lambda text: model.encode_text(model.vectorizer(text)), reduce_retracing=True
+            lambda text: model.encode_text(model.vectorizer(text)), input_signature=[tf.TensorSpec([None], tf.string)]
         )
         self._encode_image = tf.function(model.encode_image, reduce_retracing=True)
         self._similarity = tf.function(model.similarity, reduce_retracing=True)

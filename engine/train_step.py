@@ -26,11 +26,15 @@ def make_optimizer(train_config, mixed_precision="none"):
     return optimizer
 
 
-def make_train_step(model, optimizer, strategy, clip_norm=None, jit_compile=False):
+def make_train_step(model, optimizer, strategy, clip_norm=None, jit_compile=False, batch_spec=None):
     """A tf.function running one distributed training step (XLA-compiled
     with `jit_compile`).
 
-    Its argument is a distributed batch (see `engine.training_loop`'s `TrainingLoop._distribute`). It
+    Its argument is a distributed batch (see `engine.training_loop`'s `TrainingLoop._distribute`). With
+    `batch_spec`, the batches' `element_spec` (their caption length left
+    open), it is traced once for every batch; without, at the first batch
+    and again, with the shapes that differ left open, at the first batch
+    of another caption length (seconds each for a recurrent model). It
     returns a dict of scalars: "loss", "grad_norm" (the global norm of the
     gradient before clipping) and "diagnostics", {name: value} of what the
     model's layers published with `common.diagnostics.record` (averaged over the
@@ -83,7 +87,8 @@ def make_train_step(model, optimizer, strategy, clip_norm=None, jit_compile=Fals
         reductions.update({name: reduction for name, (_, reduction) in recorded.items()})
         return scaled, grad_norm, {name: tf.cast(value, tf.float32) for name, (value, _) in recorded.items()}
 
-    @tf.function(reduce_retracing=True, jit_compile=jit_compile)
+    @tf.function(reduce_retracing=True, jit_compile=jit_compile,
+                 input_signature=None if batch_spec is None else [batch_spec])
     def train_step(batch):
         losses, grad_norms, recorded = strategy.run(replica_step, args=(batch,))
         mean = tf.distribute.ReduceOp.MEAN

@@ -131,12 +131,13 @@ class TrainingLoop:
             # Pairs of the epoch, so the bar shows pairs/s and the epoch's ETA.
             bar = progress.bar(total=len(batches) * tc.batch_size, initial=skip * tc.batch_size, unit="pair",
                                desc=f"epoch {epoch + 1} of {last_epoch}", leave=True)
+            train_step = self._train_step_for(dataset)
             for batch in dataset:
-                result = self.train_step(batch)
+                result = train_step(batch)
                 loss = float(result["loss"])
                 if not np.isfinite(loss):
                     raise FloatingPointError(f"training loss became {loss} at step {int(self.state.global_step)}")
-                reductions = self.train_step.diagnostic_reductions
+                reductions = train_step.diagnostic_reductions
                 window.add({"grad_norm": (float(result["grad_norm"]), "mean"),
                             "grad_norm_max": (float(result["grad_norm"]), "max"),
                             **{f"diagnostics/{name}": (float(value), reductions[name])
@@ -225,12 +226,19 @@ class TrainingLoop:
         _save(self.last, int(state.global_step))
 
     def _enter_phase(self):
-        # The train step is traced for the phase's loss.
         self.model.start_phase(int(self.state.phase))
         self._set_learning_rate()
-        tc = self.cfg.train
-        self.train_step = make_train_step(self.model, self.optimizer, self.strategy, tc.grad_clip_norm,
-                                          self.cfg.runtime.jit_compile)
+        # Made at the phase's first batches, for their spec (`_train_step_for`).
+        self.train_step = None
+
+    def _train_step_for(self, dataset):
+        """The phase's train step (traced for its loss), made once for the
+        spec of its batches: one trace for every caption length."""
+        if self.train_step is None:
+            tc = self.cfg.train
+            self.train_step = make_train_step(self.model, self.optimizer, self.strategy, tc.grad_clip_norm,
+                                              self.cfg.runtime.jit_compile, batch_spec=dataset.element_spec)
+        return self.train_step
 
     def _validate(self, stop_request):
         """The dev metrics of the weights; a stop asked for meanwhile

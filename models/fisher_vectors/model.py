@@ -215,7 +215,8 @@ class FisherVectorModel(FittedModel):
     def sentence_blocks(self, captions, batch_size=256):
         """Yields (rows, their sentence vectors float32 [n, S]) over
         `captions` (raw strings), a batch at a time."""
-        encode = tf.function(lambda texts: self.sentence_vector(self.vectorizer(texts)), reduce_retracing=True)
+        encode = tf.function(lambda texts: self.sentence_vector(self.vectorizer(texts)),
+                             input_signature=[tf.TensorSpec([None], tf.string)])  # one trace for every batch
         for start in progress.bar(range(0, len(captions), batch_size), desc="Fisher vectors of captions", unit="batch"):
             rows = slice(start, start + batch_size)
             yield rows, encode(tf.constant(captions[rows])).numpy()
