@@ -120,6 +120,13 @@ def known_scorer(request, tmp_path_factory):
     return scoring.SavedModelScorer(path)
 
 
+def test_captions_encode_through_one_trace_whatever_their_batch():
+    scorer = scoring.CheckpointScorer(known_w2vv())
+    # Batches of 2 and 1 captions (by length): a function traced for its first call's shape would trace twice.
+    scorer.encode_texts(["a dog on the grass", "cat", "grass"], batch_size=2)
+    assert scorer._encode_text.experimental_get_tracing_count() == 1
+
+
 def test_the_known_models_texts_encode_as_worked_out_by_hand(known_scorer):
     np.testing.assert_allclose(known_scorer.encode_texts(list(KNOWN_TEXTS)), list(KNOWN_TEXTS.values()), atol=1e-6)
 

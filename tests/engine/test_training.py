@@ -91,6 +91,28 @@ def test_phase_two_starts_after_patience_from_the_best_weights(scripted_run):
     assert len(validations) == 3 + 9
 
 
+def test_a_phase_traces_its_train_step_once_for_batches_of_every_caption_length(tmp_path, monkeypatch):
+    made, make = [], training_loop.make_train_step
+
+    def spy(*args, **kwargs):
+        step, widths = make(*args, **kwargs), set()
+
+        def recorded(batch):
+            widths.add(int(batch["token_ids"].shape[1]))
+            return step(batch)
+
+        recorded.diagnostic_reductions = step.diagnostic_reductions
+        made.append((step, widths))
+        return recorded
+
+    monkeypatch.setattr(training_loop, "make_train_step", spy)
+    argv = ["--model", "gru", "--preset", "quick", "--model-dir", str(tmp_path / "run"), *TINY, "--set", "train.epochs=1"]
+    assert train.main(argv, evaluate_test=False, export=False) == 0
+    (step, widths), = made
+    assert len(widths) > 1  # batches cut to several caption lengths reached it
+    assert step.experimental_get_tracing_count() == 1
+
+
 def test_phases_are_logged_to_tensorboard(scripted_run):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
