@@ -101,6 +101,9 @@ class BuiltRun:
       validation_due: a boolean variable checkpointed beside the state:
         whether the checkpoint's step still awaits its validation (the run
         stopped during it).
+      fit_chosen: a string variable checkpointed beside the state: what
+        a `FittedModel`'s fit chose (`models.base.Fit.chosen`) as JSON,
+        for a run resumed after its fit.
       last, best: the `tf.train.CheckpointManager`s of the training state
         and of the best weights.
       scorer: a `CheckpointScorer` of `model`, which every validation runs
@@ -119,6 +122,7 @@ class BuiltRun:
     optimizer: keras.optimizers.Optimizer
     state: training_loop.TrainingState
     validation_due: tf.Variable
+    fit_chosen: tf.Variable
     last: tf.train.CheckpointManager
     best: tf.train.CheckpointManager
     scorer: CheckpointScorer
@@ -206,19 +210,21 @@ class Trainer:
         self._check_phase_learning_rates(model)
         # Plain (not mirrored) variables: the loop reads and sets them eagerly.
         state = training_loop.TrainingState()
-        # Whether the checkpoint's step awaits its validation (the run stopped during it): saved beside the state,
-        # not in it, so that a checkpoint written before it was saved still restores whole.
+        # Whether the checkpoint's step awaits its validation (the run stopped during it), and what a fit chose (JSON):
+        # saved beside the state, not in it, so that a checkpoint written before they were saved still restores whole.
         validation_due = tf.Variable(False, trainable=False)
+        fit_chosen = tf.Variable("", trainable=False)
         # The states of the dropout random generators too (not part of the
         # model's checkpoint graph), so a resumed run draws the same masks.
         random_states = [v for v in model.variables if "seed_generator_state" in v.path]
         checkpointed = {"model": model, "optimizer": optimizer, "state": state, "random": random_states}
-        last = tf.train.CheckpointManager(tf.train.Checkpoint(**checkpointed, validation_due=validation_due),
+        beside = {"validation_due": validation_due, "fit_chosen": fit_chosen}
+        last = tf.train.CheckpointManager(tf.train.Checkpoint(**checkpointed, **beside),
                                           self._private_dir(LAST_DIR), max_to_keep=2)
         best = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), self._private_dir(BEST_DIR), max_to_keep=1)
         if self.resume and last.checkpoints:
             resumed = _restore_newest_intact(tf.train.Checkpoint(**checkpointed), last, self.model_dir)
-            tf.train.Checkpoint(validation_due=validation_due).restore(resumed).expect_partial()
+            tf.train.Checkpoint(**beside).restore(resumed).expect_partial()
             log.info("resumed from %s (epoch %d, step %d of it)", resumed, int(state.epoch) + 1, int(state.step_in_epoch))
         else:
             # A resumed run killed before its first checkpoint starts over.
@@ -239,8 +245,8 @@ class Trainer:
             if not self.resume:
                 vocabulary.save(self.model_dir / "vocab.json")
             write_json_atomically(self.model_dir / CONFIG_FILE, RunConfig(cfg, self.image_features).to_json())
-        return BuiltRun(train_split, dev_split, test_split, model, optimizer, state, validation_due, last, best,
-                        CheckpointScorer(model), time_spent, train_data, steps_per_epoch)
+        return BuiltRun(train_split, dev_split, test_split, model, optimizer, state, validation_due, fit_chosen, last,
+                        best, CheckpointScorer(model), time_spent, train_data, steps_per_epoch)
 
     def fit(self, built):
         """Trains the built model by gradient steps, or fits it (a
@@ -252,8 +258,8 @@ class Trainer:
         `FitOutcome`."""
         cfg, model = self.config, built.model
         loop = training_loop.TrainingLoop(
-            cfg, self.strategy, model, built.optimizer, built.state, built.validation_due, built.last, built.best,
-            built.dev_split, functools.partial(self.validate, built),
+            cfg, self.strategy, model, built.optimizer, built.state, built.validation_due, built.fit_chosen, built.last,
+            built.best, built.dev_split, functools.partial(self.validate, built),
             training_loop.summary_writers(self.model_dir / "logs", self.is_chief),
             built.time_spent if self.is_chief else None)
         if isinstance(model, FittedModel):

@@ -5,6 +5,7 @@ latest checkpoints, the phases of a curriculum, and a fitted model's
 single fit and validation."""
 
 import contextlib
+import json
 import logging
 
 import numpy as np
@@ -57,6 +58,8 @@ class TrainingLoop:
       validation_due: a boolean variable checkpointed in `last` beside
         the state: whether its step's validation is still to do (the run
         stopped during it), which `train` then does first.
+      fit_chosen: a string variable checkpointed in `last` beside the
+        state: what a fitted model's fit chose, as JSON (`fit_split`).
       last, best: `tf.train.CheckpointManager`s.
       dev_split: the `RetrievalSplit` of validation (a fitted model
         chooses its settings on it).
@@ -67,14 +70,15 @@ class TrainingLoop:
         checkpoint (None: not saved, on a worker that is not the chief).
     """
 
-    def __init__(self, config, strategy, model, optimizer, state, validation_due, last, best, dev_split, validate,
-                 writers, time_spent):
+    def __init__(self, config, strategy, model, optimizer, state, validation_due, fit_chosen, last, best, dev_split,
+                 validate, writers, time_spent):
         self.cfg = config
         self.strategy = strategy
         self.model = model
         self.optimizer = optimizer
         self.state = state
         self.validation_due = validation_due
+        self.fit_chosen = fit_chosen
         self.last = last
         self.best = best
         self.dev_split = dev_split
@@ -184,11 +188,20 @@ class TrainingLoop:
 
     def fit_split(self, train_split):
         """Fits a model that is not trained by gradients, then validates
-        and checkpoints it once; returns what the fit chose."""
+        and checkpoints it once; returns what the fit chose. A resumed run
+        whose fit was checkpointed (it stopped in its test or its export)
+        is not fitted again: the checkpoint holds the model and its
+        choices."""
+        if float(self.state.best_score) >= 0:  # validated: the fit's checkpoint was restored
+            chosen = self.fit_chosen.numpy().decode()
+            log.info("the fit is in the checkpoint: not fitted again%s", "" if chosen else
+                     " (a checkpoint that does not hold what the fit chose: results.json will not list it)")
+            return json.loads(chosen) if chosen else {}
         self._log_hparams()
         fit = self.model.fit_split(train_split, self.dev_split, self.train_writer, self.cfg.train.seed)
         log.info("fit: %s", ", ".join(f"{name} {value:.4g}" if isinstance(value, float) else f"{name} {value}"
                                       for name, value in fit.chosen.items()))
+        self.fit_chosen.assign(json.dumps(fit.chosen))
         self._validate_and_save(self.validate() if fit.dev_scores is None else
                                 evaluation.evaluate_scores(fit.dev_scores, self.dev_split.caption_image))
         return fit.chosen

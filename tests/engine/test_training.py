@@ -271,6 +271,19 @@ def test_a_fitted_model_is_validated_from_its_fit_without_scoring_dev_again(trai
     assert not scored and results["dev"]["rsum"] == pytest.approx(results["fit"]["dev_recall_sum"], abs=0.5)
 
 
+def test_a_fitted_run_stopped_after_its_fit_resumes_without_fitting_again(trained_fv, tmp_path, monkeypatch):
+    # As a run stopped in its test evaluation or its export leaves it: the fit's checkpoints, no results.json.
+    run = light_copy(trained_fv, tmp_path / "run", leave_out=("saved_model", "results.json"))
+    monkeypatch.setattr(type(restore_model(trained_fv)[1]), "fit_split", lambda *args: pytest.fail("fitted again"))
+    assert train.main(["--model-dir", str(run), "--resume"], export=False) == 0
+    first, resumed = (json.loads((folder / "results.json").read_text()) for folder in (trained_fv, run))
+    # What the fit chose comes back from the checkpoint, and the same weights give the same numbers.
+    assert resumed["fit"] == first["fit"] and {"cca_eta", "cca_dev_rsum"} <= set(first["fit"])
+    for split in ("dev", "test"):
+        assert resumed[split] == pytest.approx(first[split], abs=1e-6), split
+    assert resumed["pieces"] == first["pieces"] + 1
+
+
 # --- Each stage alone -----------------------------------------------------------------------------------------------
 
 
