@@ -7,6 +7,7 @@ checkpoint that cannot be written. (The loop training real models, its
 phases and its resumption run in tests/engine/test_training.py,
 tests/test_train.py and the training tests of each family.)"""
 
+import json
 import types
 
 import keras
@@ -71,6 +72,7 @@ def bare_loop(num_phases=1, validations=(), **train):
     loop.model = types.SimpleNamespace(num_phases=num_phases)
     loop.state = TrainingState()
     loop.validation_due = tf.Variable(False)  # set by an interrupted validation
+    loop.fit_chosen = tf.Variable("")  # what a fit chose, as JSON
     loop.optimizer = keras.optimizers.SGD(1.0)
     loop.best, loop.last = Managers("best"), Managers("last")
     loop.train_writer, loop.dev_writer = training_loop.summary_writers(None, is_chief=False)
@@ -158,6 +160,16 @@ def test_a_fitted_model_is_validated_from_its_own_dev_scores():
     assert (metrics["i2t_r1"], metrics["t2i_r1"], metrics["i2t_r5"], metrics["t2i_r10"], metrics["rsum"]) == (
         50.0, 50.0, 100.0, 100.0, 500.0)
     assert loop.best.saved == [0] and loop.last.saved == [0]
+    assert json.loads(loop.fit_chosen.numpy()) == {"eta": 0.5}  # checkpointed with the state
+
+
+def test_a_resumed_fit_returns_its_checkpointed_choices_without_fitting_or_validating_again():
+    loop = bare_loop()
+    loop.model = types.SimpleNamespace(num_phases=1, fit_split=lambda *args: pytest.fail("fitted again"))
+    loop.state.best_score.assign(240.0)  # restored: the fit was validated
+    loop.fit_chosen.assign('{"eta": 0.5}')
+    assert loop.fit_split("train split") == {"eta": 0.5}
+    assert loop.validated == 0 and loop.best.saved == [] and loop.last.saved == []
 
 
 def test_a_fit_without_dev_scores_is_validated_by_scoring_dev():
