@@ -12,8 +12,10 @@ table's order) is, in RUNS/NAME:
   interrupted  (config.json, no results.json: a run stopped or killed):
                continued, `python -m train --model-dir RUNS/NAME --resume`;
   absent:      started with its command: the row's `command` in
-               tables.toml, else the command the recorded run of the
-               snapshot (results/runs.json) was made with, as `python -m
+               tables.toml (or, where the table gives none, that of a
+               row of another table for the same run), else the command
+               the recorded run of the snapshot (results/runs.json) was
+               made with, as `python -m
                train`; its --model-dir becomes RUNS/NAME, and other runs'
                directories it names (an ensemble's members) are taken from
                RUNS too.
@@ -75,7 +77,7 @@ def _run(args):
     tables = report.check_tables(report.read_toml(args.tables), papers, args.tables, args.papers)
     table = _table(tables, args.table, args.tables)
     snapshot_root, recorded = report.read_snapshot(args.snapshot)
-    plan = plan_commands(table, recorded, snapshot_root, args.runs)
+    plan = plan_commands(table, recorded, snapshot_root, args.runs, row_commands(tables))
     missing = missing_inputs(plan, args.runs, snapshot_root)
     if missing:
         raise InputError(f"{'; '.join(missing)}; nothing was run")
@@ -138,9 +140,17 @@ def table_runs(table):
     return runs
 
 
-def plan_commands(table, recorded, snapshot_root, runs_dir):
+def row_commands(tables):
+    """{run name: the command a row of `tables` gives it}."""
+    return {row["run"]: row["command"] for table in tables for row in table.get("rows", [])
+            if "run" in row and "command" in row}
+
+
+def plan_commands(table, recorded, snapshot_root, runs_dir, commands=None):
     """[(run name, the command that finishes it, or None: finished)] of
-    the table's runs, in its order (see the module's docstring)."""
+    the table's runs, in its order (see the module's docstring); `commands`
+    ({run name: command}, `row_commands`), those other tables' rows give."""
+    commands = commands or {}
     plan = []
     names = table_runs(table)
     for name, command in names.items():
@@ -152,7 +162,7 @@ def plan_commands(table, recorded, snapshot_root, runs_dir):
         elif model_dir.exists():
             raise InputError(f"{model_dir}: exists but holds no training run (no config.json): remove it to start the run")
         else:
-            command = command or (recorded[name]["command"] if name in recorded else None)
+            command = command or commands.get(name) or (recorded[name]["command"] if name in recorded else None)
             if command is None:
                 raise InputError(f"{name}: no command to make it (give its row a command in the tables file, "
                                  "or record the run in the snapshot)")

@@ -76,6 +76,18 @@ def test_finished_runs_are_skipped_interrupted_ones_resumed_absent_ones_started(
     ]
 
 
+def test_a_run_without_a_command_in_its_table_takes_the_one_another_tables_row_gives(tmp_path):
+    # A comparison names runs only; a paper-length row gives one of them the command to make it, which the
+    # recorded run's (a placeholder where it read a file outside the repository) does not replace.
+    table = _toml('[[table]]\nid = "c"\ncompare = [{ claim = "A > B", a = ["a"], b = ["b"] }]')["table"][0]
+    recorded = {name: {"command": f"python train.py --model gru --set model.word_vectors=<dir>/{name}.txt"}
+                for name in ("a", "b")}
+    plan = reproduce.plan_commands(table, recorded, "runs", str(tmp_path), {"a": "python train.py --model gru"})
+    assert plan == [("a", ["python", "-m", "train", "--model", "gru", "--model-dir", str(tmp_path / "a")]),
+                    ("b", ["python", "-m", "train", "--model", "gru", "--set", "model.word_vectors=<dir>/b.txt",
+                           "--model-dir", str(tmp_path / "b")])]
+
+
 @pytest.mark.parametrize("rows, recorded, message", [
     ('{ run = "a", labels = ["a"] }', {}, "a: no command to make it"),
     ('{ run = "a", labels = ["a"] }', {"a": "evaluate.py --model-dir a"}, "a: its recorded command is not a `python train.py"),
