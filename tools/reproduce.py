@@ -15,10 +15,9 @@ table's order) is, in RUNS/NAME:
                tables.toml (or, where the table gives none, that of a
                row of another table for the same run), else the command
                the recorded run of the snapshot (results/runs.json) was
-               made with, as `python -m
-               train`; its --model-dir becomes RUNS/NAME, and other runs'
-               directories it names (an ensemble's members) are taken from
-               RUNS too.
+               made with, as `python -m train`; its --model-dir becomes
+               RUNS/NAME, and other runs' directories it names (an
+               ensemble's members) are taken from RUNS too.
 Before any run (and with --dry-run), what each command reads is checked:
 its --data folder, and its --set data.path (a folder), model.word_vectors
 (a file or folder, unless "word2vec": trained on the captions) and run
