@@ -37,7 +37,9 @@ class MultimodalConv1D(keras.layers.Layer):
       pool: max-pooling size and stride (2).
 
     `text_part`, `image_part` and `combine` need the weights: call the
-    layer once or `build` it first.
+    layer once or `build` it first. They compute in the layer's compute
+    dtype (bfloat16 under mixed precision) by casting the weights
+    themselves: Keras' autocast only reaches `call`.
 
     Call args (the literal layer on aligned pairs):
       inputs: float [B, P, C] word or phrase vectors.
@@ -66,14 +68,15 @@ class MultimodalConv1D(keras.layers.Layer):
     def text_part(self, inputs, mask):
         """float [B, P, C], mask [B, P] -> (T^ float [B, P', F], g^ float [B, P'])."""
         gate = window_any(ops.cast(mask, self.compute_dtype), self.window)
-        pre = ops.conv(inputs, self.text_kernel, padding="valid") + self.bias
+        kernel, bias = (ops.cast(w, self.compute_dtype) for w in (self.text_kernel, self.bias))
+        pre = ops.conv(inputs, kernel, padding="valid") + bias
         pooled = pool_pairs(ops.where(gate[..., None] > 0, pre, float("-inf")), self.pool)
         pooled_gate = pool_pairs(gate, self.pool)
         return ops.where(pooled_gate[..., None] > 0, pooled, 0.0), pooled_gate
 
     def image_part(self, image):
         """float [N, d] -> I float [N, F]."""
-        return ops.matmul(image, self.image_kernel)
+        return ops.matmul(image, ops.cast(self.image_kernel, self.compute_dtype))
 
     @staticmethod
     def combine(text, gate, image):

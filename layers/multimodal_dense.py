@@ -18,7 +18,9 @@ class MultimodalDense(keras.layers.Layer):
       units: hidden size (400).
 
     `text_part`, `image_part` and `combine` need the weights: call the
-    layer once or `build` it first.
+    layer once or `build` it first. They compute in the layer's compute
+    dtype (bfloat16 under mixed precision) by casting the weights
+    themselves: Keras' autocast only reaches `call`.
 
     Call args (the literal layer on aligned pairs):
       text: float [B, C] sentence vectors nu_st.
@@ -43,11 +45,12 @@ class MultimodalDense(keras.layers.Layer):
 
     def text_part(self, text):
         """float [B, C] -> float [B, units]."""
-        return ops.matmul(text, self.text_kernel) + self.bias
+        kernel, bias = (ops.cast(w, self.compute_dtype) for w in (self.text_kernel, self.bias))
+        return ops.matmul(text, kernel) + bias
 
     def image_part(self, image):
         """float [N, d] -> float [N, units]."""
-        return ops.matmul(image, self.image_kernel)
+        return ops.matmul(image, ops.cast(self.image_kernel, self.compute_dtype))
 
     @staticmethod
     def combine(text, image):

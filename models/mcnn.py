@@ -148,8 +148,9 @@ class MCNNModel(RetrievalModel):
         ids = token_ids[:, : self.config.max_length]
         ids = tf.pad(ids, [[0, 0], [0, self.config.max_length - tf.shape(ids)[1]]])
         ids = tf.reshape(ids, (-1, self.config.max_length))
-        mask = ops.cast(ids != 0, "float32")
-        x = self.word_embedding(ids) * mask[..., None]  # padded words are exactly 0
+        x = self.word_embedding(ids)
+        mask = ops.cast(ids != 0, x.dtype)
+        x = x * mask[..., None]  # padded words are exactly 0
         for layer in range(1, self.image_layer):  # the unimodal layers below the image
             x, mask = self._conv(layer)(x, mask)
         if self.image_layer == IMAGE_LAYER["st"]:

@@ -10,11 +10,11 @@ import pytest
 import tensorflow as tf
 
 from data.image_features import ImageFeatures
-from engine import evaluation
+from engine import evaluation, runtime
 from models import registry
 from models.mcnn_config import IMAGE_LAYER, VARIANTS
 from models.restore import restore_model
-from tests.helpers import random_token_ids, randomize_weights
+from tests.helpers import MIXED_TOLERANCE, random_token_ids, randomize_weights, skip_where_bfloat16_crashes
 
 VOCABULARY_SIZE = 40
 IMAGE_DIM = 12
@@ -289,3 +289,27 @@ def test_ensemble_refuses_missing_or_mismatched_members(trained_mcnn_members, tm
         assert message in err and len(err.strip().splitlines()) == 1, err
         # Refused before the run's directory is written.
         assert not (tmp_path / f"ens{i}").exists()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_under_mixed_bfloat16_the_network_computes_in_bfloat16_close_to_the_equations(variant):
+    skip_where_bfloat16_crashes()
+    model = random_model(variant, seed=VARIANTS.index(variant))
+    with runtime.dtype_policy("bf16"):
+        mixed = random_model(variant)
+    mixed.set_weights(model.get_weights())
+    assert {v.dtype for v in mixed.weights} == {"float32"}
+    ids = token_ids([1, 2, 3, 29, 30, 35])
+    images = np.random.default_rng(1).uniform(0, 1, size=(3, IMAGE_DIM)).astype(np.float32)
+    image_encodings, text_encodings = mixed.encode_image(images), mixed.encode_text(tf.constant(ids))
+    assert image_encodings.dtype == text_encodings.dtype == tf.bfloat16
+    got = tf.cast(mixed.similarity(image_encodings, text_encodings), tf.float32).numpy()
+    want = np.array([[literal_score(model, image, row) for row in ids] for image in images])
+    tolerance = MIXED_TOLERANCE["mixed_bfloat16"]
+    np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance * np.abs(want).max())
+    with tf.GradientTape() as tape:
+        loss = mixed.pair_loss(mixed.encode_image(images[[0, 1, 2, 0]]),
+                               mixed.encode_text(tf.constant(ids[:4])), tf.constant([0, 1, 2, 0]))
+    assert loss.dtype == tf.float32 and np.isfinite(loss.numpy()) and loss.numpy() > 0
+    gradients = tape.gradient(loss, mixed.trainable_variables)
+    assert all(g is not None for g in gradients)
