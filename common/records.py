@@ -240,8 +240,11 @@ class Measurement(Record):
 class TestSuiteRun(Record):
     """The test suite's run (`python -m tools.time_tests`): the command,
     its date (UTC), pytest's exit status and outcome counts, the wall and
-    CPU seconds, the cores, the load at the start and at the end, and the
-    Python and TensorFlow versions (TensorFlow's null when not installed)."""
+    CPU seconds, the cores, the CPU's model name and the instruction set
+    TensorFlow's kernels use there (`isa`; both null in a record written
+    before they were kept, or the name when unknown), the load at the start
+    and at the end, and the Python and TensorFlow versions (TensorFlow's
+    null when not installed)."""
 
     __test__ = False  # not a pytest test class
     not_an_object: ClassVar[str] = "not a JSON object; not written by `python -m tools.time_tests`?"
@@ -255,6 +258,8 @@ class TestSuiteRun(Record):
     wall_seconds: float = key(NUMBER)
     cpu_seconds: float = key(NUMBER)
     cores: int = key(NUMBER)
+    cpu: str = key(STRING, None)
+    isa: str = key(STRING, None)
     load_average: list = key(LOAD)
     python: str = key(STRING)
     tensorflow: str = key(STRING, None)

@@ -12,9 +12,11 @@ the date (UTC), pytest's exit status, the outcome counts of its final
 summary line ("894 passed, 3 deselected in 664.82s (0:11:04)": passed,
 failed, errors, skipped, deselected, xfailed, ...), the wall seconds, the
 CPU seconds (user + system) of pytest and every process it waited for,
-the cores this process may use, the 1-minute load average at the start
-and at the end, and the Python and TensorFlow versions (the date, cores,
-load and versions taken as the benchmarks' `--record` takes them). A
+the cores this process may use, the CPU's model name and the
+instruction set of TensorFlow's kernels on it (the suite's time depends on
+the machine), the 1-minute load average at the start and at the end, and
+the Python and TensorFlow versions (all taken as the benchmarks'
+`--record` takes them). A
 failed suite is recorded too (the report says it
 failed); the exit status is pytest's. Every argument but `--out FILE` /
 `--out=FILE` goes to pytest (paths in them are relative to the
@@ -127,7 +129,7 @@ def time_tests(pytest_args, out=None, output=None):
     record = records.TestSuiteRun(
         command=shlex.join(command), date=date, exit_status=process.returncode, counts={} if counts is None else counts,
         wall_seconds=round(wall_seconds, 1), cpu_seconds=round(cpu_seconds, 1), cores=machine.cores(),
-        load_average=[load_start, load_end], **records.versions())
+        cpu=machine.cpu_model(), isa=str(machine.instruction_set()), load_average=[load_start, load_end], **records.versions())
     if out is not None:
         write_json_atomically(out, record.to_json())
     return process.returncode, record.to_dict()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from common import machine
 from tools import report, time_tests
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -68,6 +69,7 @@ def test_a_failing_suite_is_recorded_with_its_counts_and_status(suite, tmp_path)
     assert record["command"] == f"python -m pytest {suite} -q -n 0 -k 'not skipped'"
     assert before <= datetime.datetime.fromisoformat(record["date"]) <= datetime.datetime.now(datetime.timezone.utc)
     assert record["wall_seconds"] > 0 and record["cpu_seconds"] > 0 and record["cores"] >= 1
+    assert record["cpu"] == machine.cpu_model() and record["isa"] == str(machine.instruction_set())
     assert len(record["load_average"]) == 2 and record["python"].count(".") == 2
     assert json.loads(out.read_text()) == record
     # The checked-in record is one of these (written before records had a version: version 1); the

@@ -271,7 +271,8 @@ OUTCOMES = ("passed", "failed", "errors", "skipped", "deselected", "xfailed", "x
 
 def suite_sentence(record):
     """One sentence: the command, its outcome counts (or how it failed),
-    wall and CPU time, cores, load at its start and end, its date and the
+    wall and CPU time, cores (with the CPU and its kernels' instruction
+    set when recorded), load at its start and end, its date and the
     versions it ran on."""
     counts = record["counts"]
     names = [*(name for name in OUTCOMES if name in counts), *(name for name in counts if name not in OUTCOMES)]
@@ -280,8 +281,11 @@ def suite_sentence(record):
     outcome = outcome or "no tests ran"
     if record["exit_status"] != 0:
         outcome = f"failed (exit status {record['exit_status']}): {outcome}"
-    cores = record["cores"]
+    cores = counted(record["cores"], "core", spec="g")
+    machine = [fact for fact in (record.get("cpu"), record.get("isa") and f"kernels {record['isa']}") if fact]
+    if machine:
+        cores += f" ({', '.join(machine)})"
     versions = f"Python {record['python']}" + (f", TensorFlow {record['tensorflow']}" if record["tensorflow"] else "")
     return (f"`{record['command']}`: {outcome} in {_duration(record['wall_seconds'])} wall "
-            f"({_duration(record['cpu_seconds'])} CPU) on {counted(cores, 'core', spec='g')}, "
+            f"({_duration(record['cpu_seconds'])} CPU) on {cores}, "
             f"load {_load(record['load_average'])}, {record['date'][:10]} ({versions}).")

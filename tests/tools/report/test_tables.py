@@ -98,6 +98,12 @@ def test_a_table_of_commands_none_prints_no_command(runs_dir):
     ({"exit_status": 5, "counts": {}, "command": "python -m pytest -k nothing", "wall_seconds": 3.0, "cpu_seconds": 2.5},
      "`python -m pytest -k nothing`: failed (exit status 5): no tests ran in 3 s wall (2 s CPU) on 2 cores, "
      "load 0.7 → 2.1, 2026-11-24 (Python 3.11.7, TensorFlow 2.21.0)."),
+    ({"cpu": "AMD EPYC", "isa": "avx512"},
+     "`python -m pytest`: 894 passed, 3 deselected in 11.1 min wall (19.0 min CPU) on 2 cores (AMD EPYC, kernels "
+     "avx512), load 0.7 → 2.1, 2026-11-24 (Python 3.11.7, TensorFlow 2.21.0)."),
+    ({"cpu": None, "isa": "avx2 (ONEDNN_MAX_CPU_ISA=AVX2 on an avx512 CPU)"},
+     "`python -m pytest`: 894 passed, 3 deselected in 11.1 min wall (19.0 min CPU) on 2 cores (kernels avx2 "
+     "(ONEDNN_MAX_CPU_ISA=AVX2 on an avx512 CPU)), load 0.7 → 2.1, 2026-11-24 (Python 3.11.7, TensorFlow 2.21.0)."),
 ])
 def test_the_test_suites_sentence(change, sentence):
     assert report.suite_sentence({**SUITE, **change}) == sentence
