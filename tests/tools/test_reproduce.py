@@ -265,4 +265,4 @@ def test_a_table_of_commands_without_runs_says_how_to_make_them(tmp_path):
                                          'rows = [{ run = "a", labels = ["a"] }]\n'), {}, "tables.toml")
     blocks = report.render([reproducible, plain], {}, {}, "runs", suites={}, records={})
     assert blocks == {"t": "No run of this table is recorded yet: `python -m tools.reproduce t` trains its runs, "
-                           "then prints it."}
+                           "then prints it.", "other-runs": ""}

@@ -50,8 +50,9 @@ cores and load; a failed run says "failed" and its exit status.
 
 `--update FILE...` rewrites each table's block between the lines
 `<!-- report:ID -->` and `<!-- /report:ID -->`, wherever it is among the
-markdown FILEs: every table of tables.toml (and "other-runs" when there
-are such runs) needs a block in exactly one of them, once; a block whose
+markdown FILEs: every table of tables.toml and "other-runs" (the runs no
+table names; empty when there are none) need a block in exactly one of
+them, once; a block whose
 ID is no table's is an error naming its file and the ID. `--save-snapshot`
 keeps what was read from the runs in one small JSON file, from which
 `--snapshot` regenerates the same output without the runs (the tables of
@@ -179,7 +180,7 @@ def _run(args):
         text = json.dumps({"root": root, "runs": runs}, indent=1, sort_keys=True) + "\n"
         writes.append((args.save_snapshot, text.encode("utf-8")))
     if args.update:
-        shrinking = [] if args.replace else shrinking_blocks(markdown, blocks)
+        shrinking = [] if args.replace else shrinking_blocks(markdown, blocks, runs.keys())
         if shrinking:
             lost = ", ".join(f"{path} {table_id!r} {now} → {after}" for path, table_id, now, after in shrinking)
             raise InputError(f"--update: tables would lose rows ({lost}): their runs are not among those read; add "

@@ -60,17 +60,28 @@ def markdown_blocks(text):
     return {match.group(1): match.group(2) or "" for match in blocks}
 
 
-def shrinking_blocks(texts, blocks):
+def shrinking_blocks(texts, blocks, runs=frozenset()):
     """[(path, table id, rows now, rows after)] of the blocks of the
     markdown files `texts` ({path: text}) that `blocks` ({table id: new
-    block}) would leave with fewer table rows."""
+    block}) would leave with fewer table rows. A row of "other-runs" whose
+    run (its first cell) is among `runs`, the names read, is not counted:
+    it leaves that table for one that names it."""
     shrinking = []
     for path, text in texts.items():
         for table_id, block in markdown_blocks(text).items():
             now, after = _table_rows(block), _table_rows(blocks.get(table_id, block))
+            if table_id == "other-runs":
+                now -= sum(name in runs for name in _first_cells(block))
             if after < now:
                 shrinking.append((path, table_id, now, after))
     return shrinking
+
+
+def _first_cells(block):
+    """The first cell of each row of a block's table (header and the line
+    under it left out)."""
+    rows = [line for line in block.splitlines() if line.startswith("|")][2:]
+    return [row.split("|")[1].strip() for row in rows]
 
 
 def _table_rows(block):

@@ -18,7 +18,8 @@ from tools.report.inputs import read_records, read_test_suites, select_report
 def render(tables, papers, runs, root, source="tables.toml", origins=None, suites=None, records=None):
     """{table id: markdown block} of every table (checked by check_tables)
     with at least one row, plus "other-runs" for the runs that no table
-    names; `source` (the tables' file) names the table in errors, `origins`
+    names (an empty block when every run is in a table, which clears a
+    stale one); `source` (the tables' file) names the table in errors, `origins`
     ({run name: its results.json, or the snapshot and the run}) the run.
     A test-suite table's block is the sentence of its record in `suites`
     (read_test_suites' {table id: record}), and record rows are read from
@@ -45,6 +46,7 @@ def render(tables, papers, runs, root, source="tables.toml", origins=None, suite
         if block is not None:
             blocks[table["id"]] = block
     others = [name for name in runs if name not in named]
+    blocks["other-runs"] = ""
     if others:
         table = {
             "id": "other-runs",

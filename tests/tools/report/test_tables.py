@@ -187,3 +187,23 @@ python -m tools.bench --model gru --model rcn --preset quick
 | `rcn` | 12.3 | 164 | (0.11, 0.20) |
 
 Recorded in `results/bench/quick.json`: 2026-11-24 07:01 UTC, 2 cores, Some CPU, load 0.1 → 1.2."""
+
+
+def test_the_other_runs_block_is_emptied_once_a_table_names_every_run(workspace, capsys):
+    common = ["--tables", str(workspace["tables"]), "--papers", str(workspace["papers"]),
+              "--update", str(workspace["markdown"])]
+    argv = ["--snapshot", str(workspace["snapshot"]), *common]
+    assert report.main(argv) == 0
+    assert "| nested/c |" in report.markdown_blocks(workspace["markdown"].read_text())["other-runs"]
+    # Its row leaving because its run was not read is a loss, refused.
+    shutil.rmtree(workspace["runs"] / "nested")
+    assert report.main([str(workspace["runs"]), *common]) == 2
+    assert f"{workspace['markdown']} 'other-runs' 1 → 0" in capsys.readouterr().err
+    tables = workspace["tables"]
+    tables.write_text(tables.read_text() + '\n[[table]]\nid = "c"\nlabels = ["m"]\ncolumns = ["rsum"]\n'
+                                           'rows = [{ run = "nested/c", labels = ["c"] }]\n')
+    markdown = workspace["markdown"]
+    markdown.write_text(markdown.read_text() + "<!-- report:c -->\n<!-- /report:c -->\n")
+    assert report.main(argv) == 0
+    assert report.markdown_blocks(markdown.read_text())["other-runs"] == ""
+    capsys.readouterr()
