@@ -240,9 +240,9 @@ class Measurement(Record):
 class TestSuiteRun(Record):
     """The test suite's run (`python -m tools.time_tests`): the command,
     its date (UTC), pytest's exit status and outcome counts, the wall and
-    CPU seconds, the cores, the CPU's model name and the instruction set
-    TensorFlow's kernels use there (`isa`; both null in a record written
-    before they were kept, or the name when unknown), the load at the start
+    CPU seconds, the cores, the CPU's model name (null when unknown) and
+    the instruction set TensorFlow's kernels use there (`isa`; both null in
+    a record written before they were kept), the load at the start
     and at the end, and the Python and TensorFlow versions (TensorFlow's
     null when not installed)."""
 
