@@ -190,8 +190,11 @@ class RunResults(Record):
     phase's; gradient-trained models only), and the time the run took
     (`engine.time_spent`): wall and CPU time (user + system, all threads)
     summed over the processes (`pieces`) that trained it, the cores the
-    last could use, the 1-minute load average at the start and at the end
-    and the peak memory. Keys without a value are left out of the file."""
+    last could use, the CPU model and the instruction set its kernels ran
+    on (`cpu`, `isa`: each different one of the pieces', joined by " and ";
+    None for a run recorded before runs named their machine), the 1-minute
+    load average at the start and at the end and the peak memory. Keys
+    without a value are left out of the file."""
 
     not_an_object: ClassVar[str] = "not a JSON object; not written by train.py?"
     omit_defaults: ClassVar[bool] = True
@@ -207,6 +210,8 @@ class RunResults(Record):
     wall_seconds: float = key(NUMBER, None)
     cpu_seconds: float = key(NUMBER, None)
     cores: int = key(NUMBER, None)
+    cpu: str = key(STRING, None)
+    isa: str = key(STRING, None)
     load_average: list = key(LOAD, None)
     peak_memory_bytes: int = key(NUMBER, None)
     pieces: int = key(NUMBER, None)

@@ -2,10 +2,10 @@
 
 A paper-length run on a CPU is stopped and resumed, perhaps several
 times; each process that trains it is a piece. Each piece's command line,
-wall time, CPU time (user + system, all threads), cores, 1-minute load
-average at its start and at its latest write, and peak memory are kept in
-the model
-directory's `time_spent.json`, rewritten (atomically) at every log line and
+wall time, CPU time (user + system, all threads), cores, CPU model and the
+instruction set its kernels run on, 1-minute load average at its start and
+at its latest write, and peak memory are kept in the model directory's
+`time_spent.json`, rewritten (atomically) at every log line and
 checkpoint, so a piece killed without warning loses at most the time since
 its last log line. results.json reports the sum over the pieces, and the
 command that started the run (its first piece's; a resumed piece's
@@ -56,6 +56,8 @@ class TimeSpent:
             "wall_seconds": round(time.monotonic() - self.start, 1),
             "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
             "cores": machine.cores(),
+            "cpu": machine.cpu_model(),
+            "isa": str(machine.instruction_set()),
             "load_average": [self.start_load, machine.load_average()],
             "peak_memory_bytes": usage.ru_maxrss * 1024,  # ru_maxrss is in KiB on Linux
         }
@@ -68,18 +70,30 @@ class TimeSpent:
         """results.json's command and time fields: the command of the
         first piece (this process's when an earlier piece recorded none),
         wall and CPU time summed over the pieces, this process's cores, the
-        load at the first piece's start and now, the largest peak memory
-        and the number of pieces."""
+        CPUs and kernels' instruction sets of the pieces (each different
+        one once, in order: a run resumed on another machine names both),
+        the load at the first piece's start and now, the largest peak
+        memory and the number of pieces."""
         pieces = [*self.earlier, self.piece()]
         return {
             "command": pieces[0].get("command") or self.command,
             "wall_seconds": round(sum(piece["wall_seconds"] for piece in pieces), 1),
             "cpu_seconds": round(sum(piece["cpu_seconds"] for piece in pieces), 1),
             "cores": pieces[-1]["cores"],
+            "cpu": _distinct(pieces, "cpu"),
+            "isa": _distinct(pieces, "isa"),
             "load_average": [pieces[0]["load_average"][0], pieces[-1]["load_average"][1]],
             "peak_memory_bytes": max(piece["peak_memory_bytes"] for piece in pieces),
             "pieces": len(pieces),
         }
+
+
+def _distinct(pieces, key):
+    """The different values of `key` over `pieces`, in order, joined by
+    " and " (None when no piece recorded one: pieces written before runs
+    recorded their machine)."""
+    values = list(dict.fromkeys(piece[key] for piece in pieces if piece.get(key)))
+    return " and ".join(values) or None
 
 
 def _read_pieces(path):

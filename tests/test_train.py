@@ -45,6 +45,11 @@ def test_training_writes_config_vocab_checkpoints_logs_results_and_export(traine
     import os
 
     assert results["cores"] == len(os.sched_getaffinity(0)) and len(results["load_average"]) == 2
+    # And which machine: this CPU's model name (the first of /proc/cpuinfo) and its best vector extension.
+    cpuinfo = Path("/proc/cpuinfo").read_text()
+    assert results["cpu"] == next(line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
+                                  if line.startswith("model name"))
+    assert results["isa"] == ("avx512" if " avx512f" in cpuinfo else "avx2" if " avx2" in cpuinfo else results["isa"])
     assert 0.2 * results["wall_seconds"] < results["cpu_seconds"] < results["cores"] * results["wall_seconds"] + 30
     # Its paths name no folder of this machine: the run, outside the repository, is <dir>/NAME; the
     # checkpoint is relative to the run, and the metric that chose it is recorded.

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from common.errors import InputError
+from engine import time_spent
 from engine.time_spent import FILE, TimeSpent
 
 EARLIER = [
@@ -26,6 +27,25 @@ def test_a_resumed_run_adds_this_process_to_the_recorded_pieces(tmp_path):
     spent.save()
     saved = json.loads((tmp_path / FILE).read_text())["pieces"]
     assert saved[:2] == EARLIER and len(saved) == 3
+
+
+def test_a_run_names_each_machine_its_pieces_ran_on_once_in_order(tmp_path, monkeypatch):
+    class ThisMachine:  # stands in for common.machine: this process runs on an "AMD EPYC" with avx512 kernels
+        cores, load_average = staticmethod(lambda: 2), staticmethod(lambda: 1.0)
+        cpu_model, instruction_set = staticmethod(lambda: "AMD EPYC"), staticmethod(lambda: "avx512")
+
+    monkeypatch.setattr(time_spent, "machine", ThisMachine)
+    pieces = [{**EARLIER[0], "cpu": "Intel Xeon", "isa": "avx2"}, EARLIER[1],  # the second recorded no machine
+              {**EARLIER[1], "cpu": "AMD EPYC", "isa": "avx512"}, {**EARLIER[1], "cpu": "Intel Xeon", "isa": "avx2"}]
+    (tmp_path / FILE).write_text(json.dumps({"pieces": pieces}))
+    spent = TimeSpent(tmp_path, resume=True)
+    assert (spent.piece()["cpu"], spent.piece()["isa"]) == ("AMD EPYC", "avx512")
+    totals = spent.totals()
+    assert (totals["cpu"], totals["isa"]) == ("Intel Xeon and AMD EPYC", "avx2 and avx512")
+    # A run whose pieces all predate the record names none (and this process names its own).
+    (tmp_path / FILE).write_text(json.dumps({"pieces": EARLIER}))
+    assert TimeSpent(tmp_path, resume=True).totals()["cpu"] == "AMD EPYC"
+    assert time_spent._distinct(EARLIER, "cpu") is None
 
 
 def test_a_new_run_counts_only_itself(tmp_path):

@@ -39,6 +39,7 @@ RUN_COLUMNS = {
     "wall_time": "wall time",
     "cpu_time": "CPU time",
     "cores": "cores",
+    "machine": "machine",
     "load": "load (start → end)",
     "peak_memory": "peak memory",
 }

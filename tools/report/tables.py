@@ -184,6 +184,8 @@ def _run_cell(column, record, paper, origin, name_metric=False):
         return "" if seconds is None else _duration(seconds)
     if column == "cores":
         return "" if record["cores"] is None else _cores(record["cores"])
+    if column == "machine":
+        return _machine(record)
     if column == "load":
         return "" if record["load_average"] is None else _load(record["load_average"])
     if column in ("epochs", "pieces"):
@@ -231,6 +233,13 @@ def _duration(seconds):
 
 def _cores(cores):
     return f"{cores:g}"
+
+
+def _machine(record):
+    """A run's CPU and its kernels' instruction set ("AMD EPYC, kernels
+    avx512"); empty for a run recorded before runs named their machine."""
+    facts = [record["cpu"], record["isa"] and f"kernels {record['isa']}"]
+    return ", ".join(fact for fact in facts if fact)
 
 
 def _load(load_average):

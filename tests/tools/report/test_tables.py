@@ -36,36 +36,38 @@ python train.py --model gru --preset quick --set train.seed=1 --model-dir=runs/b
     assert "--model-dir" not in blocks["other-runs"]  # a command without one is printed as recorded
 
 
-def _machine(wall, cpu, cores, load):
-    """A run's record that says how it used the machine."""
-    return {**run_record({}), "wall_seconds": wall, "cpu_seconds": cpu, "cores": cores, "load_average": load}
+def _machine(wall, cpu, cores, load, model=None, isa=None):
+    """A run's record that says how it used the machine, and which."""
+    return {**run_record({}), "wall_seconds": wall, "cpu_seconds": cpu, "cores": cores, "load_average": load,
+            "cpu": model, "isa": isa}
 
 
 @pytest.mark.parametrize(("spread", "means"), [
-    (True, ["| a, b | 12.1 ± 3.0 min | 18.5 ± 2.1 min | 2 |  |",  # sd of 10.0 and 14.2 min: 4.2 / √2
-            "| a, c | 5.4 ± 6.5 min | 9.2 ± 11.1 min |  |  |"]),  # 10 and 0.75 min; 17 and 1.33 min; 2 and 4 cores
-    (False, ["| a, b | 12.1 min | 18.5 min | 2 |  |", "| a, c | 5.4 min | 9.2 min |  |  |"]),
+    (True, ["| a, b | 12.1 ± 3.0 min | 18.5 ± 2.1 min | 2 |  |  |",  # sd of 10.0 and 14.2 min: 4.2 / √2
+            "| a, c | 5.4 ± 6.5 min | 9.2 ± 11.1 min |  |  |  |"]),  # 10 and 0.75 min; 17 and 1.33 min; 2 and 4 cores
+    (False, ["| a, b | 12.1 min | 18.5 min | 2 |  |  |", "| a, c | 5.4 min | 9.2 min |  |  |  |"]),
 ])
 def test_how_a_run_used_the_machine_and_the_mean_of_its_times(spread, means):
     runs = {
-        "a": _machine(600.0, 1020.0, 2, [1.1, 3.94]),
-        "b": _machine(852.0, 1200.0, 2, [0.5, 2]),
-        "c": _machine(45.0, 80.0, 4, [0, 1.26]),
-        "old": run_record({}),  # before train.py recorded CPU time, cores and load
+        "a": _machine(600.0, 1020.0, 2, [1.1, 3.94], "AMD EPYC", "avx512"),
+        "b": _machine(852.0, 1200.0, 2, [0.5, 2], "Intel Xeon and AMD EPYC", "avx2 and avx512"),  # resumed elsewhere
+        "c": _machine(45.0, 80.0, 4, [0, 1.26], "Apple M2"),  # no instruction set known
+        "old": run_record({}),  # before train.py recorded CPU time, cores, load and the machine
     }
-    table = {"id": "t", "labels": ["run"], "columns": ["wall_time", "cpu_time", "cores", "load"], "spread": spread,
+    table = {"id": "t", "labels": ["run"], "columns": ["wall_time", "cpu_time", "cores", "load", "machine"],
+             "spread": spread,
              "rows": [*({"run": name, "labels": [name]} for name in runs),
                       {"mean": ["a", "b"], "labels": ["a, b"]}, {"mean": ["a", "c"], "labels": ["a, c"]},
                       {"mean": ["a", "old"], "labels": ["a, old"]}]}
     assert report.render_table(table, {}, runs, "runs").split("\n\n", 1)[1] == "\n".join([
-        "| run | wall time | CPU time | cores | load (start → end) |",
-        "|---|---|---|---|---|",
-        "| a | 10.0 min | 17.0 min | 2 | 1.1 → 3.9 |",
-        "| b | 14.2 min | 20.0 min | 2 | 0.5 → 2.0 |",
-        "| c | 45 s | 1.3 min | 4 | 0.0 → 1.3 |",
-        "| old |  |  |  |  |",
+        "| run | wall time | CPU time | cores | load (start → end) | machine |",
+        "|---|---|---|---|---|---|",
+        "| a | 10.0 min | 17.0 min | 2 | 1.1 → 3.9 | AMD EPYC, kernels avx512 |",
+        "| b | 14.2 min | 20.0 min | 2 | 0.5 → 2.0 | Intel Xeon and AMD EPYC, kernels avx2 and avx512 |",
+        "| c | 45 s | 1.3 min | 4 | 0.0 → 1.3 | Apple M2 |",
+        "| old |  |  |  |  |  |",
         *means,
-        "| a, old |  |  |  |  |",  # a mean of a run without the values is not a mean of the others
+        "| a, old |  |  |  |  |  |",  # a mean of a run without the values is not a mean of the others
     ])
 
 
