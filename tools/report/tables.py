@@ -236,9 +236,10 @@ def _cores(cores):
 
 
 def _machine(record):
-    """A run's CPU and its kernels' instruction set ("AMD EPYC, kernels
-    avx512"); empty for a run recorded before runs named their machine."""
-    facts = [record["cpu"], record["isa"] and f"kernels {record['isa']}"]
+    """A run's or a test suite's CPU and its kernels' instruction set ("AMD
+    EPYC, kernels avx512"); empty for a record made before they were
+    recorded."""
+    facts = [record.get("cpu"), record.get("isa") and f"kernels {record['isa']}"]
     return ", ".join(fact for fact in facts if fact)
 
 
@@ -293,9 +294,8 @@ def suite_sentence(record):
     if record["exit_status"] != 0:
         outcome = f"failed (exit status {record['exit_status']}): {outcome}"
     cores = counted(record["cores"], "core", spec="g")
-    machine = [fact for fact in (record.get("cpu"), record.get("isa") and f"kernels {record['isa']}") if fact]
-    if machine:
-        cores += f" ({', '.join(machine)})"
+    if machine := _machine(record):
+        cores += f" ({machine})"
     versions = f"Python {record['python']}" + (f", TensorFlow {record['tensorflow']}" if record["tensorflow"] else "")
     return (f"`{record['command']}`: {outcome} in {_duration(record['wall_seconds'])} wall "
             f"({_duration(record['cpu_seconds'])} CPU) on {cores}, "
