@@ -41,8 +41,9 @@ def write_run(model_dir, model, test_r1, command, wall_seconds=90.0):
 def run_record(fit):
     """A run's record as read_runs returns it, with this fit."""
     return {"model": "m", "preset": "quick", "command": None, "wall_seconds": None, "cpu_seconds": None, "cores": None,
-            "cpu": None, "isa": None, "load_average": None, "peak_memory_bytes": None, "fit": fit, "dev": sample_metrics(1.0, 10.0),
-            "test": sample_metrics(2.0, 20.0), "dev_history": [], "selection_metric": None}
+            "cpu": None, "isa": None, "load_average": None, "peak_memory_bytes": None, "fit": fit,
+            "dev": sample_metrics(1.0, 10.0), "test": sample_metrics(2.0, 20.0), "dev_history": [],
+            "selection_metric": None}
 
 
 def _state(directory):
