@@ -69,23 +69,16 @@ def shrinking_blocks(texts, blocks, runs=frozenset()):
     shrinking = []
     for path, text in texts.items():
         for table_id, block in markdown_blocks(text).items():
-            now, after = _table_rows(block), _table_rows(blocks.get(table_id, block))
+            rows = _table_rows(block)
+            now, after = len(rows), len(_table_rows(blocks.get(table_id, block)))
             if table_id == "other-runs":
-                now -= sum(name in runs for name in _first_cells(block))
+                now -= sum(row.split("|")[1].strip() in runs for row in rows)
             if after < now:
                 shrinking.append((path, table_id, now, after))
     return shrinking
 
 
-def _first_cells(block):
-    """The first cell of each row of a block's table (header and the line
-    under it left out)."""
-    rows = [line for line in block.splitlines() if line.startswith("|")][2:]
-    return [row.split("|")[1].strip() for row in rows]
-
-
 def _table_rows(block):
     """The rows of a block's table: its lines that begin with "|" but the
     header and the line under it."""
-    lines = sum(line.startswith("|") for line in block.splitlines())
-    return max(lines - 2, 0)
+    return [line for line in block.splitlines() if line.startswith("|")][2:]
